@@ -1,0 +1,100 @@
+/**
+ * GET /agents with a valid key on our real server, against a bare Fastify route returning the
+ * same JSON, in one process tree and one run. Rounds alternate between the two so that machine
+ * noise hits both; figures are medians over rounds. Then a micro-measure of what auth plus rate
+ * limit cost per request in-process. Loopback only; about 90 s in all.
+ *
+ *   npx node bench/agents.bench.ts            (or: npm run bench:agents)
+ *   ROUNDS=5 ROUND_SECONDS=8 CONNECTIONS=10 LOG_LEVEL=info npx node bench/agents.bench.ts
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MemoryRateLimiter } from '../src/ratelimit/memory.ts';
+import { KeysService } from '../src/services/keys.ts';
+import { openStore } from '../src/store/store.ts';
+import { alternatingRounds, CLI, cli as runCli, load as loadRound, percentile, startServer, stopChildren, summarize, type RoundResult } from './lib.ts';
+
+const ROUNDS = Number(process.env.ROUNDS ?? 5);
+const ROUND_SECONDS = Number(process.env.ROUND_SECONDS ?? 8);
+const WARMUP_SECONDS = 3;
+const CONNECTIONS = Number(process.env.CONNECTIONS ?? 10);
+const MICRO_ITERATIONS = 20_000;
+const HUGE_LIMIT = 50_000_000; // the key's per-minute limit: never the bottleneck here
+const PATH = '/api/v1/api-channel/agents';
+
+const dir = mkdtempSync(join(tmpdir(), 'agent-channel-bench-'));
+const env = {
+  ...process.env,
+  DATABASE_URL: `sqlite:${join(dir, 'bench.db')}`,
+  MAX_RATE_LIMIT_PER_MINUTE: String(HUGE_LIMIT),
+  LOG_LEVEL: process.env.LOG_LEVEL ?? 'info', // the server as it runs by default: one log line per request
+  HOST: '127.0.0.1',
+};
+const cli = (...args: string[]) => runCli(env, ...args);
+
+async function load(url: string, authorization: string | undefined, seconds: number): Promise<RoundResult> {
+  const result = await loadRound({ url, connections: CONNECTIONS, duration: seconds, headers: authorization ? { authorization } : {} });
+  if (result.non2xx > 0) throw new Error(`${url}: ${result.non2xx} non-2xx answers`);
+  return result;
+}
+
+/** KeysService.authenticate + MemoryRateLimiter.take, in-process, on the benchmark's database. */
+async function microAuthAndRateLimit(authorization: string): Promise<{ p50: number; p99: number }> {
+  const store = await openStore(env.DATABASE_URL);
+  const keys = new KeysService({ store, defaultRateLimitPerMinute: 60, maxRateLimitPerMinute: HUGE_LIMIT });
+  const limiter = new MemoryRateLimiter();
+  const samples: number[] = [];
+  try {
+    for (let i = 0; i < MICRO_ITERATIONS + 1000; i++) {
+      const start = process.hrtime.bigint();
+      const key = await keys.authenticate(authorization);
+      const verdict = await limiter.take(key!.keyId, key!.rateLimit);
+      const elapsedMs = Number(process.hrtime.bigint() - start) / 1e6;
+      if (!verdict.allowed) throw new Error('rate limited during the micro-measure');
+      if (i >= 1000) samples.push(elapsedMs); // the first thousand warm the JIT and statement cache
+    }
+    await keys.settled();
+  } finally {
+    await store.close();
+  }
+  samples.sort((a, b) => a - b);
+  return { p50: percentile(samples, 0.5), p99: percentile(samples, 0.99) };
+}
+
+try {
+  cli('users', 'create', '--email', 'bench@example.test', '--password', 'bench-password', '--plan', 'pro');
+  cli('agents', 'create', '--email', 'bench@example.test', '--name', 'Bench agent');
+  const token = cli('keys', 'create', '--email', 'bench@example.test', '--label', 'bench', '--rate-limit', String(HUGE_LIMIT));
+  const authorization = `Bearer ${token}`;
+
+  const ours = await startServer([CLI, 'serve'], env, '/readyz');
+  const body = await (await fetch(ours + PATH, { headers: { authorization } })).text();
+  const bare = await startServer([join(import.meta.dirname, 'bare-server.ts')], { ...env, BODY_JSON: body }, PATH);
+  if ((await (await fetch(bare + PATH)).text()) !== body) throw new Error('the bare route must return the same JSON');
+
+  console.log(`warm-up ${WARMUP_SECONDS} s each, then ${ROUNDS} alternating rounds of ${ROUND_SECONDS} s, ${CONNECTIONS} connections`);
+  await load(ours + PATH, authorization, WARMUP_SECONDS);
+  await load(bare + PATH, undefined, WARMUP_SECONDS);
+  const rounds = await alternatingRounds(ROUNDS,
+    () => load(ours + PATH, authorization, ROUND_SECONDS), () => load(bare + PATH, undefined, ROUND_SECONDS));
+  // Both servers stop before the micro-measure: it must have the cores (and the SQLite file) to itself.
+  await stopChildren();
+
+  const micro = await microAuthAndRateLimit(authorization);
+  const summary = summarize(rounds);
+  console.log(`
+| medians over ${ROUNDS} rounds | throughput (req/s) | p50 (ms) | p99 (ms) |
+|---|---|---|---|
+| agent-channel GET /agents (key auth + rate limit + SQLite, LOG_LEVEL=${env.LOG_LEVEL}) | ${summary.ours.rps.toFixed(0)} | ${summary.ours.p50} | ${summary.ours.p99} |
+| bare Fastify route, same JSON | ${summary.bare.rps.toFixed(0)} | ${summary.bare.p50} | ${summary.bare.p99} |
+| ratio (median of per-round ratios) | ${(summary.ratio * 100).toFixed(1)}% | | |
+
+auth + rate limit in-process (KeysService.authenticate + MemoryRateLimiter.take, ${MICRO_ITERATIONS} iterations):
+p50 ${(micro.p50 * 1000).toFixed(1)} µs, p99 ${(micro.p99 * 1000).toFixed(1)} µs
+
+machine: ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), Node ${process.version}, ${CONNECTIONS} connections`);
+} finally {
+  await stopChildren();
+  rmSync(dir, { recursive: true, force: true });
+}

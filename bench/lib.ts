@@ -1,0 +1,93 @@
+/** Shared pieces of the benchmarks: child servers on free loopback ports, load rounds, medians. */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+
+export const CLI = join(import.meta.dirname, '..', 'bin', 'agent-channel.js');
+
+export function cli(env: NodeJS.ProcessEnv, ...args: string[]): string {
+  const result = spawnSync(process.execPath, [CLI, ...args], { env, encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`agent-channel ${args.join(' ')}: ${result.stderr}`);
+  return result.stdout.trim();
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    }).on('error', reject);
+  });
+}
+
+export const children: ChildProcess[] = [];
+
+/** Starts a server child on a free loopback port and waits until `readyPath` answers. */
+export async function startServer(args: string[], env: NodeJS.ProcessEnv, readyPath: string): Promise<string> {
+  const port = await freePort();
+  const child = spawn(process.execPath, args, { env: { ...env, PORT: String(port) }, stdio: ['ignore', 'ignore', 'inherit'] });
+  children.push(child);
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 200; i++) {
+    if (child.exitCode !== null) throw new Error(`${args.join(' ')} exited with ${child.exitCode}`);
+    try {
+      if ((await fetch(base + readyPath)).status < 500) return base;
+    } catch { /* not listening yet */ }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`${args.join(' ')} did not start`);
+}
+
+export async function stopChildren(): Promise<void> {
+  await Promise.all(children.splice(0).map((child) => new Promise((resolve) => {
+    if (child.exitCode !== null) return resolve(null);
+    child.once('exit', resolve);
+    child.kill('SIGTERM');
+  })));
+}
+
+export interface RoundResult { rps: number; p50: number; p99: number; non2xx: number }
+
+export async function load(options: autocannon.Options): Promise<RoundResult> {
+  const result = await autocannon(options);
+  if (result.errors > 0) throw new Error(`${options.url}: ${result.errors} errors`);
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx };
+}
+
+export const median = (values: number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
+
+export const percentile = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
+
+export interface Pair { ours: RoundResult; bare: RoundResult }
+
+/**
+ * Rounds alternating which server goes first, so neither always runs on a warmer (or noisier)
+ * machine; logs each round with `unit` (req/s, turns/s).
+ */
+export async function alternatingRounds(
+  rounds: number, runOurs: () => Promise<RoundResult>, runBare: () => Promise<RoundResult>, unit = 'req/s',
+): Promise<Pair[]> {
+  const results: Pair[] = [];
+  for (let round = 1; round <= rounds; round++) {
+    const oursFirst = round % 2 === 1;
+    const first = oursFirst ? await runOurs() : await runBare();
+    const second = oursFirst ? await runBare() : await runOurs();
+    const pair = oursFirst ? { ours: first, bare: second } : { ours: second, bare: first };
+    results.push(pair);
+    console.log(`round ${round}: ours ${pair.ours.rps.toFixed(0)} ${unit} (p50 ${pair.ours.p50} ms, p99 ${pair.ours.p99} ms) | bare ${pair.bare.rps.toFixed(0)} req/s (p50 ${pair.bare.p50} ms, p99 ${pair.bare.p99} ms) | ratio ${(pair.ours.rps / pair.bare.rps * 100).toFixed(1)}%`);
+  }
+  return results;
+}
+
+/** Medians over rounds, and the median of the per-round throughput ratios. */
+export function summarize(pairs: Pair[]) {
+  const of = (side: 'ours' | 'bare') => ({
+    rps: median(pairs.map((p) => p[side].rps)), p50: median(pairs.map((p) => p[side].p50)), p99: median(pairs.map((p) => p[side].p99)),
+  });
+  return { ours: of('ours'), bare: of('bare'), ratio: median(pairs.map((p) => p.ours.rps / p.bare.rps)) };
+}

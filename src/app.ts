@@ -1,0 +1,90 @@
+import { randomUUID } from 'node:crypto';
+import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import { jsonSchemaTransform, jsonSchemaTransformObject, validatorCompiler } from 'fastify-type-provider-zod';
+import { API_PREFIX, apiChannel } from './channels/api/index.ts';
+import { installErrorHandling } from './channels/api/plugins/errors.ts';
+import { webChannel } from './channels/web/index.ts';
+import { findNulCharacter, Problem } from './domain/problems.ts';
+import { installMetrics } from './observability/metrics.ts';
+import type { Runtime } from './runtime.ts';
+
+export const BODY_LIMIT_BYTES = 1024 * 1024;
+
+export interface AppOptions {
+  /** pino options, or false for silence (tests). */
+  logger?: boolean | Record<string, unknown>;
+}
+
+/** The HTTP server of one instance: API channel, docs, health and metrics. */
+export async function buildApp(runtime: Runtime, options: AppOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: options.logger ?? {
+      level: runtime.config.logLevel,
+      redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'res.headers["set-cookie"]'], censor: '[redacted]' },
+    },
+    bodyLimit: BODY_LIMIT_BYTES,
+    genReqId: () => randomUUID(),
+    requestIdHeader: false,
+    trustProxy: runtime.config.trustProxy,
+    return503OnClosing: true,
+    // One access-log line per request (written in onResponse) instead of Fastify's two.
+    logController: new LogController({ disableRequestLogging: true }),
+  });
+  app.setValidatorCompiler(validatorCompiler);
+  // Response schemas document the API; serialising with JSON.stringify keeps the hot path lean.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  app.removeContentTypeParser('text/plain');
+  installErrorHandling(app);
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('X-Request-Id', request.id);
+  });
+  // No stored text may hold U+0000 (PostgreSQL refuses it): a clear 422 instead of a 500, for every channel.
+  app.addHook('preValidation', async (request) => {
+    const path = findNulCharacter(request.body);
+    if (path !== null) throw Problem.validation([{ path, message: 'must not contain the NUL character (U+0000)' }]);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.info({
+      method: request.method, url: request.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100,
+    }, 'request');
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'agent-channel API',
+        version: '1.0.0',
+        description: 'Send messages to AI agents, read transcripts, and settle what they are blocked on. Errors are RFC 9457 problem details.',
+      },
+      servers: [{ url: '/' }],
+      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'ak_<keyId>_<secret>' } } },
+      security: [{ bearerAuth: [] }],
+    },
+    // The document describes the API channel only; the web app's pages are not part of it.
+    transform: (input) => (input.url.startsWith(API_PREFIX)
+      ? jsonSchemaTransform(input)
+      : { schema: { ...input.schema, hide: true }, url: input.url }),
+    // Emits the schemas named with .meta({ id }) under components, which the routes' $refs point at.
+    transformObject: jsonSchemaTransformObject,
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { validatorUrl: null } as Record<string, unknown> });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  installMetrics(app);
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
+    try {
+      await runtime.store.ping();
+      return { status: 'ready' };
+    } catch {
+      return reply.code(503).send({ status: 'unavailable', reason: 'database unreachable' });
+    }
+  });
+
+  await app.register(apiChannel(runtime.services, runtime.rateLimiter), { prefix: API_PREFIX });
+  await app.register(webChannel(runtime));
+  return app;
+}

@@ -1,0 +1,46 @@
+import type { ActionRef } from './brain.ts';
+
+/**
+ * The tool registry: every action kind says whether it needs a person's permission and how
+ * it runs. `run` gets the operation_id as its idempotency key: after a crash between
+ * "executing" and "done" the same action runs again with the same key.
+ */
+export interface Tool {
+  kind: string;
+  needsPermission: boolean;
+  description: string;
+  run(action: ActionRef, idempotencyKey: string, signal: AbortSignal): Promise<void>;
+}
+
+export class ToolRegistry {
+  private readonly tools = new Map<string, Tool>();
+  private readonly fallback: ((kind: string) => Tool) | null;
+
+  /** `fallback` makes a tool for a kind nobody registered (the built-in agent accepts any kind). */
+  constructor(fallback: ((kind: string) => Tool) | null = null) {
+    this.fallback = fallback;
+  }
+
+  register(tool: Tool): this {
+    this.tools.set(tool.kind, tool);
+    return this;
+  }
+
+  get(kind: string): Tool | undefined {
+    return this.tools.get(kind) ?? this.fallback?.(kind);
+  }
+
+  list(): Tool[] {
+    return [...this.tools.values()];
+  }
+}
+
+/** The built-in agent's tools: any kind, always behind permission, with no outside effect. */
+export function builtinToolRegistry(): ToolRegistry {
+  return new ToolRegistry((kind) => ({
+    kind,
+    needsPermission: true,
+    description: `A "${kind}" action drafted by the built-in agent (it has no outside effect).`,
+    run: async () => {},
+  }));
+}

@@ -1,0 +1,38 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Problem } from '../../../domain/problems.ts';
+import type { AuthenticatedKey, KeysService } from '../../../services/keys.ts';
+import type { RateLimiter } from '../../../ratelimit/rate-limiter.ts';
+import { sendProblem, UNAUTHORIZED } from '../problem-reply.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    apiKey: AuthenticatedKey | null;
+  }
+}
+
+/**
+ * Bearer auth, then the key's rate limit, before the body is read: the contract's order is
+ * route → 401 → 429 → body → objects. A 401 never touches a quota.
+ */
+export function installKeyAuth(app: FastifyInstance, deps: { keys: KeysService; rateLimiter: RateLimiter }): void {
+  app.decorateRequest('apiKey', null);
+  app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+    const key = await deps.keys.authenticate(request.headers.authorization);
+    if (!key) return sendProblem(request, reply, UNAUTHORIZED());
+    request.apiKey = key;
+    const verdict = await deps.rateLimiter.take(key.keyId, key.rateLimit);
+    reply.header('RateLimit-Policy', `"key";q=${verdict.limit};w=60`);
+    reply.header('RateLimit', `"key";r=${verdict.remaining};t=${verdict.resetSeconds}`);
+    if (!verdict.allowed) {
+      reply.header('Retry-After', String(verdict.resetSeconds));
+      return sendProblem(request, reply, new Problem('rate_limited',
+        `This key allows ${verdict.limit} requests per minute; retry in ${verdict.resetSeconds} s.`));
+    }
+  });
+}
+
+/** The authenticated key of a request that passed installKeyAuth. */
+export function callerOf(request: FastifyRequest): AuthenticatedKey {
+  if (!request.apiKey) throw UNAUTHORIZED();
+  return request.apiKey;
+}

@@ -1,0 +1,93 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { LightMyRequestResponse } from 'fastify';
+import { sql } from 'kysely';
+import { API, startTestApp, type TestApp, type TestUser } from '../../../testing/harness.ts';
+
+let t: TestApp;
+let u: TestUser;
+before(async () => { t = await startTestApp(); u = await t.user(); });
+after(async () => { await t.close(); });
+
+/** Asserts an RFC 9457 body of the contract's shape with this status and code. */
+function assertProblem(res: LightMyRequestResponse, status: number, code: string): Record<string, unknown> {
+  assert.equal(res.statusCode, status, res.body);
+  assert.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8');
+  const body = res.json();
+  assert.equal(body.status, status);
+  assert.equal(body.code, code);
+  for (const field of ['type', 'title', 'detail', 'request_id']) assert.equal(typeof body[field], 'string', field);
+  assert.equal(body.request_id, res.headers['x-request-id']);
+  assert.doesNotMatch(res.body, /\bat .+:\d+:\d+|node_modules|\bselect\b|\binsert\b|sqlite|postgres/i);
+  return body;
+}
+
+const postAgents = (headers: Record<string, string>, payload: string | Buffer) =>
+  t.inject({ method: 'POST', url: `${API}/agents`, headers: { ...u.auth, ...headers }, payload });
+
+test('400 malformed_json for a body that is not JSON', async () => {
+  assertProblem(await postAgents({ 'content-type': 'application/json' }, '{"agent_name": "x",'), 400, 'malformed_json');
+  assertProblem(await postAgents({ 'content-type': 'application/json' }, 'not json at all'), 400, 'malformed_json');
+});
+
+test('413 payload_too_large for a body over 1 MiB', async () => {
+  const big = JSON.stringify({ agent_name: 'x', padding: 'p'.repeat(1024 * 1024) });
+  assertProblem(await postAgents({ 'content-type': 'application/json' }, big), 413, 'payload_too_large');
+});
+
+test('a body of just under 1 MiB is read (and judged on its fields)', async () => {
+  const body = JSON.stringify({ agent_name: 'x'.repeat(101), padding: '' });
+  const padded = JSON.stringify({ agent_name: 'x'.repeat(101), padding: 'p'.repeat(1024 * 1024 - body.length - 1) });
+  assert.ok(Buffer.byteLength(padded) < 1024 * 1024);
+  assertProblem(await postAgents({ 'content-type': 'application/json' }, padded), 422, 'validation_failed');
+});
+
+test('415 unsupported_media_type for a body that is not JSON by its content type', async () => {
+  assertProblem(await postAgents({ 'content-type': 'text/plain' }, 'agent_name=x'), 415, 'unsupported_media_type');
+  assertProblem(await postAgents({ 'content-type': 'application/xml' }, '<agent/>'), 415, 'unsupported_media_type');
+  assertProblem(await postAgents({ 'content-type': 'application/x-www-form-urlencoded' }, 'agent_name=x'), 415, 'unsupported_media_type');
+});
+
+test('404 not_found for an unknown route, with or without a key', async () => {
+  for (const url of [`${API}/nope`, `${API}/agents/extra/segments`, '/api/v2/whatever', '/nope']) {
+    assertProblem(await t.inject({ method: 'GET', url }), 404, 'not_found');
+    assertProblem(await t.inject({ method: 'GET', url, headers: u.auth }), 404, 'not_found');
+  }
+  assertProblem(await t.inject({ method: 'DELETE', url: `${API}/agents`, headers: u.auth }), 404, 'not_found');
+});
+
+test('checks run in order: route, then auth, then rate limit, then body, then objects', async () => {
+  const limited = await t.user({ rateLimit: 1 });
+  await t.inject({ method: 'GET', url: `${API}/agents`, headers: limited.auth });
+  const badJson = { 'content-type': 'application/json' };
+  // An unknown route wins over a missing key and over a bad body.
+  assertProblem(await t.inject({ method: 'POST', url: `${API}/nope`, headers: badJson, payload: '{' }), 404, 'not_found');
+  assertProblem(await t.inject({ method: 'POST', url: `${API}/nope`, headers: { 'content-type': 'text/plain' }, payload: 'x' }), 404, 'not_found');
+  const tooBig = 'x'.repeat(1024 * 1024 + 1);
+  assertProblem(await t.inject({ method: 'POST', url: `${API}/nope`, headers: badJson, payload: tooBig }), 404, 'not_found');
+  // A missing key wins over a bad body and an unknown workspace.
+  assertProblem(await t.inject({ method: 'POST', url: `${API}/agents`, headers: badJson, payload: '{' }), 401, 'unauthorized');
+  assertProblem(await t.inject({ method: 'POST', url: `${API}/agents`, headers: { 'content-type': 'text/plain' }, payload: 'x' }), 401, 'unauthorized');
+  // A spent quota wins over a bad body.
+  assertProblem(await t.inject({ method: 'POST', url: `${API}/agents`, headers: { ...limited.auth, ...badJson }, payload: '{' }), 429, 'rate_limited');
+  // A bad body wins over an unknown workspace.
+  assertProblem(await postAgents(badJson, '{"agent_name":"x","workspace_id":"wsp_nope000000000000000000"'), 400, 'malformed_json');
+  assertProblem(await postAgents(badJson, '{"agent_name":"","workspace_id":"wsp_nope000000000000000000"}'), 422, 'validation_failed');
+  // Only then the objects.
+  assertProblem(await postAgents(badJson, '{"agent_name":"x","workspace_id":"wsp_nope000000000000000000"}'), 404, 'workspace_not_found');
+});
+
+test('an unexpected failure is a 500 problem with no stack trace or SQL', async () => {
+  const broken = await startTestApp();
+  try {
+    const user = await broken.user();
+    await sql`drop table memberships`.execute(broken.runtime.store.db);
+    const res = await broken.inject({ method: 'GET', url: `${API}/agents`, headers: user.auth });
+    assert.equal(res.statusCode, 500);
+    assert.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8');
+    assert.equal(res.json().code, 'internal_error');
+    assert.doesNotMatch(res.body, /agents|memberships|select|\bat .+:\d+|node_modules|sqlite|postgres|relation/i);
+  } finally {
+    await broken.close();
+  }
+});

@@ -1,0 +1,27 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Problem } from '../../domain/problems.ts';
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+
+/** RFC 9457 body of a Problem; never a stack, SQL or another account's data. */
+export function problemBody(problem: Problem, requestId: string) {
+  return {
+    type: `urn:agent-channel:problem:${problem.code}`,
+    title: problem.title,
+    status: problem.status,
+    code: problem.code,
+    detail: problem.message,
+    request_id: requestId,
+    ...problem.extra,
+  };
+}
+
+export function sendProblem(request: FastifyRequest, reply: FastifyReply, problem: Problem): FastifyReply {
+  if (problem.code === 'unauthorized') reply.header('WWW-Authenticate', 'Bearer');
+  return reply.code(problem.status).type(PROBLEM_CONTENT_TYPE).send(problemBody(problem, request.id));
+}
+
+/** The one 401 every cause shares (missing, malformed, unknown, revoked, expired, inactive). */
+export const UNAUTHORIZED = (): Problem =>
+  new Problem('unauthorized', 'A valid API key is required: Authorization: Bearer ak_<keyId>_<secret>.');
+

@@ -1,0 +1,138 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { decideOne, draftAction, listActions, postDecisions, settledTranscript, agentTexts, unique } from '../../../services/missions.test-helper.ts';
+import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
+
+let t: TestApp;
+before(async () => { t = await startTestApp(); });
+after(async () => { await t.close(); });
+
+const invalidBodies: Array<[string, unknown]> = [
+  ['an empty array', []],
+  ['101 entries', Array.from({ length: 101 }, () => ({ operation_id: 'op_x', decision: 'approve' }))],
+  ['an object without decisions', { operation_id: 'op_x', decision: 'approve' }],
+  ['decisions that is not an array', { decisions: 'approve everything' }],
+  ['an empty decisions array', { decisions: [] }],
+  ['a string', 'approve'],
+  ['a number', 42],
+  ['null', null],
+];
+
+for (const [what, body] of invalidBodies) {
+  test(`422 validation_failed when the body is ${what}`, async () => {
+    const owner = await t.userWithAgent();
+    const res = await postDecisions(t, owner, body);
+    assert.equal(res.statusCode, 422, res.body);
+    assert.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8');
+    const problem = res.json();
+    assert.equal(problem.code, 'validation_failed');
+    assert.ok(Array.isArray(problem.errors) && problem.errors.length > 0);
+    for (const e of problem.errors) {
+      assert.equal(typeof e.path, 'string');
+      assert.equal(typeof e.message, 'string');
+    }
+  });
+}
+
+test('a 422 body settles nothing', async () => {
+  const owner = await t.userWithAgent();
+  const drafted = await draftAction(t, owner, 'email', unique('kept'));
+  const entries = Array.from({ length: 101 }, () => ({ operation_id: drafted.operationId, decision: 'approve' }));
+  assert.equal((await postDecisions(t, owner, entries)).statusCode, 422);
+  assert.deepEqual((await listActions(t, owner)).json().actions.map((a: { operation_id: string }) => a.operation_id), [drafted.operationId]);
+});
+
+test('100 entries are accepted (the upper bound)', async () => {
+  const owner = await t.userWithAgent();
+  const entries = Array.from({ length: 100 }, (_, i) => ({ operation_id: `op_missing${i}`, decision: 'approve' }));
+  const res = await postDecisions(t, owner, entries);
+  assert.equal(res.statusCode, 200);
+  assert.equal(res.json().results.length, 100);
+  assert.ok(res.json().results.every((r: { error: { code: string } }) => r.error.code === 'not_found'));
+});
+
+test('400 malformed_json for a body that is not JSON; 415 for a body that is not application/json', async () => {
+  const owner = await t.userWithAgent();
+  const broken = await t.inject({ method: 'POST', url: `${API}/actions/decisions`, headers: { ...owner.auth, 'content-type': 'application/json' }, payload: '[{"operation_id": ' });
+  assert.equal(broken.statusCode, 400);
+  assert.equal(broken.json().code, 'malformed_json');
+  const text = await t.inject({ method: 'POST', url: `${API}/actions/decisions`, headers: { ...owner.auth, 'content-type': 'text/plain' }, payload: 'approve' });
+  assert.equal(text.statusCode, 415);
+  assert.equal(text.json().code, 'unsupported_media_type');
+});
+
+test('a bulk request with good and bad entries: one result per entry, in order; the bad never fail the good', async () => {
+  const owner = await t.userWithAgent();
+  const first = await draftAction(t, owner, 'email', unique('first'));
+  const second = await draftAction(t, owner, 'email', unique('second'), first.sessionId);
+  const settled = await draftAction(t, owner, 'email', unique('settled'), first.sessionId);
+  assert.equal((await decideOne(t, owner, { operation_id: settled.operationId, decision: 'reject', reason: 'earlier' })).ok, true);
+
+  const res = await postDecisions(t, owner, [
+    { operation_id: 'op_doesnotexist0000000000', decision: 'approve' },
+    { operation_id: first.operationId, decision: 'approve' },
+    { operation_id: first.operationId, decision: 'maybe' },
+    'not an object',
+    { decision: 'approve' },
+    { operation_id: settled.operationId, decision: 'approve' },
+    { operation_id: second.operationId, decision: 'reject', reason: 42 },
+    { operation_id: second.operationId, decision: 'reject', reason: 'x'.repeat(2001) },
+    { operation_id: first.operationId, decision: 'reject' },
+    { operation_id: second.operationId, decision: 'reject', reason: 'later' },
+  ]);
+  assert.equal(res.statusCode, 200);
+  const results = res.json().results;
+  assert.equal(results.length, 10);
+  const codes = results.map((r: { ok: boolean; outcome?: string; error?: { code: string } }) => (r.ok ? r.outcome : r.error!.code));
+  assert.deepEqual(codes, [
+    'not_found', 'approved', 'invalid_decision', 'invalid_decision', 'invalid_decision',
+    'already_settled', 'invalid_decision', 'invalid_decision', 'already_settled', 'rejected',
+  ]);
+  assert.deepEqual(results.map((r: { operation_id: unknown }) => r.operation_id), [
+    'op_doesnotexist0000000000', first.operationId, first.operationId, null, null,
+    settled.operationId, second.operationId, second.operationId, first.operationId, second.operationId,
+  ]);
+  for (const r of results.filter((x: { ok: boolean }) => !x.ok)) {
+    assert.equal(typeof r.error.message, 'string');
+    assert.ok(r.error.message.length > 0);
+  }
+  assert.match(results[2].error.message, /decision/);
+  assert.match(results[6].error.message, /reason/);
+
+  // Exactly the two good decisions (plus the earlier rejection) became continuation turns.
+  const messages = await settledTranscript(t, owner, first.sessionId, 6);
+  assert.equal(agentTexts(messages).length, 6);
+  assert.deepEqual(agentTexts(messages).slice(3).sort(), ['Done: ' + /"email": (.*) \(operation_id/.exec(first.reply)![1], 'Re-planned: earlier', 'Re-planned: later'].sort());
+});
+
+test('already_settled for an action decided before, whatever the second decision is', async () => {
+  const owner = await t.userWithAgent();
+  const drafted = await draftAction(t, owner, 'email', unique('twice'));
+  assert.equal((await decideOne(t, owner, { operation_id: drafted.operationId, decision: 'approve' })).ok, true);
+  for (const decision of ['approve', 'approve_same_type', 'reject']) {
+    const again = await decideOne(t, owner, { operation_id: drafted.operationId, decision });
+    assert.deepEqual(again, {
+      operation_id: drafted.operationId, ok: false,
+      error: { code: 'already_settled', message: again.error.message },
+    });
+  }
+  // Still one continuation.
+  const messages = await settledTranscript(t, owner, drafted.sessionId, 2);
+  assert.equal(agentTexts(messages).length, 2);
+});
+
+test('not_found for ids that are not action ids at all', async () => {
+  const owner = await t.userWithAgent();
+  for (const id of ['', 'req_abc', "op_' or 1=1 --", 'op_' + 'a'.repeat(100)]) {
+    const result = await decideOne(t, owner, { operation_id: id, decision: 'approve' });
+    assert.equal(result.ok, false);
+    assert.equal(result.error.code, 'not_found', id);
+  }
+});
+
+test('422 validation_failed for a session_id filter that is too long', async () => {
+  const owner = await t.userWithAgent();
+  const res = await listActions(t, owner, `?session_id=ses_${'a'.repeat(100)}`);
+  assert.equal(res.statusCode, 422);
+  assert.equal(res.json().code, 'validation_failed');
+});

@@ -1,0 +1,37 @@
+import { z } from 'zod';
+import type { ApiApp, ApiContext } from '../context.ts';
+import { callerOf } from '../plugins/auth.ts';
+import { COMMON_PROBLEMS, ProblemSchema } from '../schemas.ts';
+
+export const ActionSchema = z.object({
+  operation_id: z.string().meta({ description: 'The action\'s id; also the idempotency key its tool runs with.', example: 'op_3kP9sXw2LmQ7vRt1ZbN8cY' }),
+  kind: z.string().meta({ description: 'What kind of action (the tool that would run it).', example: 'email' }),
+  summary: z.string().meta({ description: 'What the agent wants to do, in one line.', example: 'Send the report' }),
+  details: z.record(z.string(), z.unknown()).meta({ description: 'Everything the tool would run with (an object).' }),
+  session_id: z.string().meta({ description: 'The session whose transcript shows the outcome.' }),
+  agent_id: z.string(),
+  mission_id: z.string().meta({ description: 'The mission that waits for this decision.' }),
+  created_at: z.string().meta({ description: 'When it was drafted (RFC 3339 UTC).' }),
+}).meta({ id: 'PendingAction' });
+
+const ListActionsQuery = z.object({
+  session_id: z.string().max(64).optional().meta({ description: 'Only actions of this session.' }),
+});
+
+/** §5 Pending actions: what waits for the caller's permission, oldest first. */
+export function listActionsRoute(app: ApiApp, ctx: ApiContext): void {
+  app.get('/actions', {
+    schema: {
+      operationId: 'listActions',
+      tags: ['Missions'],
+      summary: 'List actions awaiting your permission',
+      description: 'Actions that agents drafted on missions you own and that wait for your decision, oldest first.',
+      querystring: ListActionsQuery,
+      response: {
+        200: z.object({ actions: z.array(ActionSchema) }),
+        ...COMMON_PROBLEMS,
+        422: ProblemSchema.describe('validation_failed: bad session_id'),
+      },
+    },
+  }, async (request) => ctx.missions.listActions(callerOf(request).userId, { sessionId: request.query.session_id }));
+}

@@ -1,0 +1,123 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { pollTranscript, send } from '../../../testing/conversation.ts';
+import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
+
+let t: TestApp;
+before(async () => { t = await startTestApp({ waitCeilingMs: 10_000 }); });
+after(async () => { await t.close(); });
+
+async function turnCount(): Promise<number> {
+  const row = await t.runtime.store.db.selectFrom('turns').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+test('text rules: missing, non-string and blank are text_empty; over 32,000 characters is text_too_long', async () => {
+  const u = await t.userWithAgent();
+  const before = await turnCount();
+  for (const body of [{}, { text: 42 }, { text: null }, { text: '   \n\t ' }, { text: '' }]) {
+    const res = await send(t, u, body);
+    assert.equal(res.statusCode, 422, JSON.stringify(body));
+    assert.equal(res.json().code, 'text_empty');
+    assert.match(String(res.headers['content-type']), /^application\/problem\+json/);
+  }
+  const long = await send(t, u, { text: 'x'.repeat(32_001) });
+  assert.equal(long.json().code, 'text_too_long');
+  const exactly = await send(t, u, { text: 'y'.repeat(32_000) });
+  assert.equal(exactly.statusCode, 200);
+  // Characters are code points: 32,000 emoji are 64,000 UTF-16 units and still allowed.
+  const emoji = await send(t, u, { text: '😀'.repeat(32_000) });
+  assert.equal(emoji.statusCode, 200);
+  assert.equal(await turnCount(), before + 4, 'only the two valid messages added turns');
+});
+
+test('other invalid fields give validation_failed with errors[]; nothing is written', async () => {
+  const u = await t.userWithAgent();
+  const before = await turnCount();
+  const res = await send(t, u, { text: 'hi', session_id: 12 });
+  assert.equal(res.statusCode, 422);
+  assert.equal(res.json().code, 'validation_failed');
+  assert.deepEqual(res.json().errors.map((e: any) => e.path), ['session_id']);
+  const key = await send(t, u, { text: 'hi' }, { 'Idempotency-Key': 'k'.repeat(256) });
+  assert.equal(key.json().code, 'validation_failed');
+  assert.equal(await turnCount(), before);
+});
+
+test('agent resolution: none → 404 agent_not_found; several → 422 agent_required; unknown → 404', async () => {
+  const none = await t.user();
+  const r1 = await send(t, none, { text: 'anyone?' });
+  assert.equal(r1.statusCode, 404);
+  assert.equal(r1.json().code, 'agent_not_found');
+  const several = await t.userWithAgent({ plan: 'pro' });
+  await t.runtime.services.agents.create(several.id, { agent_name: 'Another' });
+  const r2 = await send(t, several, { text: 'which one?' });
+  assert.equal(r2.statusCode, 422);
+  assert.equal(r2.json().code, 'agent_required');
+  const r3 = await send(t, several, { text: 'hi', agent_id: 'agt_doesnotexist000000000' });
+  assert.equal(r3.json().code, 'agent_not_found');
+  const r4 = await send(t, several, { text: 'hi', session_id: 'ses_doesnotexist000000000' });
+  assert.equal(r4.statusCode, 404);
+  assert.equal(r4.json().code, 'session_not_found');
+});
+
+test('Idempotency-Key with a different body → 422 idempotency_key_reused, no turn', async () => {
+  const u = await t.userWithAgent();
+  await send(t, u, { text: 'first body' }, { 'Idempotency-Key': 'reuse-me' });
+  const before = await turnCount();
+  const res = await send(t, u, { text: 'second body' }, { 'Idempotency-Key': 'reuse-me' });
+  assert.equal(res.statusCode, 422);
+  assert.equal(res.json().code, 'idempotency_key_reused');
+  assert.equal(await turnCount(), before);
+});
+
+test('a failed request frees its Idempotency-Key for a corrected retry', async () => {
+  const u = await t.userWithAgent();
+  const bad = await send(t, u, { text: 'hi', session_id: 'ses_nope00000000000000000' }, { 'Idempotency-Key': 'fix-and-retry' });
+  assert.equal(bad.statusCode, 404);
+  const again = await send(t, u, { text: 'hi', session_id: 'ses_nope00000000000000000' }, { 'Idempotency-Key': 'fix-and-retry' });
+  assert.equal(again.statusCode, 404, 'not a 409: the first was never accepted');
+});
+
+test('!fail within the ceiling → 502 agent_failed carrying session_id; the transcript shows an error turn', async () => {
+  const u = await t.userWithAgent();
+  const res = await send(t, u, { text: '!fail' });
+  assert.equal(res.statusCode, 502);
+  assert.equal(res.json().code, 'agent_failed');
+  assert.match(res.json().session_id, /^ses_/);
+  const page = await pollTranscript(t, u, res.json().session_id, (b) => b.messages.length === 2);
+  assert.equal(page.messages[1].role, 'agent');
+  assert.equal(page.messages[1].error, 'agent_failed');
+});
+
+test('a failure after the ceiling appears as an error turn for the poller', async () => {
+  const u = await t.userWithAgent();
+  const res = await send(t, u, { text: '!sleep 300 !fail' }, { Prefer: 'wait=0' });
+  assert.equal(res.statusCode, 202);
+  const page = await pollTranscript(t, u, res.json().session_id, (b) => b.status === 'idle' && b.messages.length === 2);
+  assert.equal(page.messages[1].error, 'agent_failed');
+});
+
+test('body errors come after auth and rate limit, and before objects', async () => {
+  const u = await t.userWithAgent();
+  const noAuth = await t.inject({ method: 'POST', url: `${API}/messages`, payload: '{bad json', headers: { 'content-type': 'application/json' } });
+  assert.equal(noAuth.statusCode, 401);
+  const badJson = await t.inject({ method: 'POST', url: `${API}/messages`, payload: '{bad json', headers: { ...u.auth, 'content-type': 'application/json' } });
+  assert.equal(badJson.statusCode, 400);
+  assert.equal(badJson.json().code, 'malformed_json');
+  const wrongType = await t.inject({ method: 'POST', url: `${API}/messages`, payload: 'text=hi', headers: { ...u.auth, 'content-type': 'application/x-www-form-urlencoded' } });
+  assert.equal(wrongType.statusCode, 415);
+  const emptyThenMissing = await send(t, u, { text: '', session_id: 'ses_nope00000000000000000' });
+  assert.equal(emptyThenMissing.json().code, 'text_empty', '422 before 404');
+});
+
+test('a NUL character anywhere in the body is a 422 naming the field, on every database; nothing is written', async () => {
+  const u = await t.userWithAgent();
+  const before = await turnCount();
+  const res = await send(t, u, { text: 'a\u0000b' });
+  assert.equal(res.statusCode, 422);
+  assert.equal(res.json().code, 'validation_failed');
+  assert.deepEqual(res.json().errors.map((e: any) => e.path), ['text']);
+  const agent = await t.inject({ method: 'POST', url: `${API}/agents`, headers: u.auth, payload: { agent_name: 'x\u0000' } });
+  assert.equal(agent.statusCode, 422);
+  assert.equal(await turnCount(), before);
+});

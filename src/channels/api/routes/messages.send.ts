@@ -1,0 +1,83 @@
+import { z } from 'zod';
+import { checkMessageText } from '../../../domain/problems.ts';
+import type { ApiApp, ApiContext } from '../context.ts';
+import { API_PREFIX } from '../prefix.ts';
+import { callerOf } from '../plugins/auth.ts';
+import { BODY_PROBLEMS, COMMON_PROBLEMS, ProblemSchema } from '../schemas.ts';
+
+const SendBody = z.object({
+  text: z.string().meta({ description: 'The message, 1–32,000 characters, not blank.', example: 'Summarise my unread email.' }),
+  session_id: z.string().min(1).max(64).optional().meta({ description: 'Continue this session (it keeps its agent).' }),
+  agent_id: z.string().min(1).max(64).optional().meta({ description: 'For a new session: the agent to talk to. Optional when you can message only one agent.' }),
+});
+
+const SendHeaders = z.object({
+  'idempotency-key': z.string().min(1).max(255).optional().meta({
+    description: 'A retry with the same key and body within 24 h starts no turn and returns the first outcome as it stands now.',
+  }),
+  prefer: z.string().max(200).optional().meta({ description: 'RFC 7240, e.g. `wait=5`: wait at most that many seconds (capped by the server ceiling).' }),
+});
+
+export const SendResultSchema = z.object({
+  session_id: z.string(),
+  status: z.enum(['completed', 'processing', 'queued', 'duplicate']),
+  agent_id: z.string(),
+  message_ts: z.string().meta({ description: 'ts of your message in the transcript.' }),
+  reply: z.string().optional().meta({ description: 'Present when completed (or a duplicate whose original finished).' }),
+  reply_ts: z.string().optional(),
+}).meta({ id: 'SendResult' });
+
+/** `Prefer: wait=N` (RFC 7240) → seconds, or undefined when absent or not a number. */
+export function preferredWaitSeconds(prefer: string | undefined): number | undefined {
+  if (!prefer) return undefined;
+  const match = /(?:^|[,;\s])wait\s*=\s*"?(\d+)"?(?=$|[,;\s])/i.exec(prefer);
+  return match ? Number(match[1]) : undefined; // huge values become Infinity-like and are capped below
+}
+
+/** §1 Send a message: the reply at once, or 202 with where to poll for it. */
+export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {
+  app.post('/messages', {
+    schema: {
+      operationId: 'sendMessage',
+      tags: ['Messages'],
+      summary: 'Send a message to an agent',
+      description: 'Waits for the reply up to the server ceiling (or `Prefer: wait=N`). 200 `completed` with the reply; 202 `processing`/`queued` with `Location` pointing at the transcript; 200 `duplicate` for the same text to the same target within the duplicate window.',
+      headers: SendHeaders,
+      body: SendBody,
+      response: {
+        200: SendResultSchema.describe('completed, or duplicate'),
+        202: SendResultSchema.describe('processing or queued; poll the transcript at Location'),
+        ...COMMON_PROBLEMS,
+        ...BODY_PROBLEMS,
+        404: ProblemSchema.describe('session_not_found or agent_not_found'),
+        409: ProblemSchema.describe('idempotency_key_in_use'),
+        502: ProblemSchema.describe('agent_failed; carries session_id'),
+      },
+    },
+    // text rules come first among the 422s and have their own codes.
+    preValidation: async (request) => {
+      const body = request.body as { text?: unknown } | null;
+      checkMessageText(body && typeof body === 'object' && !Array.isArray(body) ? body.text : undefined);
+    },
+  }, async (request, reply) => {
+    // delta-seconds (RFC 7240): whole seconds, capped at the ceiling.
+    const ceilingSeconds = Math.floor(ctx.conversations.waitCeilingMs / 1000);
+    const wanted = preferredWaitSeconds(request.headers.prefer);
+    const waitSeconds = wanted === undefined ? undefined : Math.min(wanted, ceilingSeconds);
+    const result = await ctx.conversations.submit({
+      userId: callerOf(request).userId,
+      channel: 'api',
+      text: request.body.text,
+      sessionId: request.body.session_id,
+      agentId: request.body.agent_id,
+      idempotencyKey: request.headers['idempotency-key'],
+      waitMs: waitSeconds === undefined ? undefined : waitSeconds * 1000,
+    });
+    if (waitSeconds !== undefined) reply.header('Preference-Applied', `wait=${waitSeconds}`);
+    if (result.status === 'processing' || result.status === 'queued') {
+      reply.header('Location', `${API_PREFIX}/sessions/${result.session_id}/messages`);
+      return reply.code(202).send(result);
+    }
+    return reply.code(200).send(result);
+  });
+}

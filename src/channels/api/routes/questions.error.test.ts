@@ -1,0 +1,89 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { agentTexts, answerOne, askQuestion, listQuestions, postAnswers, settledTranscript, transcript, unique } from '../../../services/missions.test-helper.ts';
+import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
+
+let t: TestApp;
+before(async () => { t = await startTestApp(); });
+after(async () => { await t.close(); });
+
+const invalidBodies: Array<[string, unknown]> = [
+  ['an empty array', []],
+  ['101 entries', Array.from({ length: 101 }, () => ({ request_id: 'req_x', text: 'x' }))],
+  ['an object without answers', { request_id: 'req_x', text: 'x' }],
+  ['answers that is not an array', { answers: { request_id: 'req_x', text: 'x' } }],
+  ['an empty answers array', { answers: [] }],
+  ['a string', 'yes'],
+  ['null', null],
+];
+
+for (const [what, body] of invalidBodies) {
+  test(`422 validation_failed when the body is ${what}`, async () => {
+    const owner = await t.userWithAgent();
+    const res = await postAnswers(t, owner, body);
+    assert.equal(res.statusCode, 422, res.body);
+    const problem = res.json();
+    assert.equal(problem.code, 'validation_failed');
+    assert.ok(Array.isArray(problem.errors) && problem.errors.length > 0);
+    for (const e of problem.errors) assert.deepEqual(Object.keys(e).sort(), ['message', 'path']);
+  });
+}
+
+test('400 malformed_json for a body that is not JSON', async () => {
+  const owner = await t.userWithAgent();
+  const res = await t.inject({ method: 'POST', url: `${API}/questions/answers`, headers: { ...owner.auth, 'content-type': 'application/json' }, payload: '[{' });
+  assert.equal(res.statusCode, 400);
+  assert.equal(res.json().code, 'malformed_json');
+});
+
+test('a bulk request with good and bad entries: one result per entry, in order; the bad never fail the good', async () => {
+  const owner = await t.userWithAgent();
+  const number = await askQuestion(t, owner, 'number', unique('How many?'));
+  const date = await askQuestion(t, owner, 'date', unique('When?'), { target: number.sessionId });
+  const res = await postAnswers(t, owner, [
+    { request_id: 'req_doesnotexist0000000000', text: 'x' },
+    { request_id: number.requestId, text: 'lots' },
+    { request_id: number.requestId, text: 7 },
+    { request_id: number.requestId },
+    'not an object',
+    { text: '7' },
+    { request_id: number.requestId, text: '7' },
+    { request_id: number.requestId, text: '8' },
+    { request_id: date.requestId, text: 'x'.repeat(32_001) },
+    { request_id: date.requestId, text: '2026-01-02' },
+  ]);
+  assert.equal(res.statusCode, 200);
+  const results = res.json().results;
+  assert.equal(results.length, 10);
+  const summary = results.map((r: { ok: boolean; accepted?: boolean; error?: { code: string } }) => (r.ok ? (r.accepted ? 'accepted' : 'refused') : r.error!.code));
+  assert.deepEqual(summary, [
+    'not_found', 'refused', 'refused', 'refused', 'not_found', 'not_found', 'accepted', 'already_answered', 'refused', 'accepted',
+  ]);
+  assert.deepEqual(results.map((r: { request_id: unknown }) => r.request_id), [
+    'req_doesnotexist0000000000', number.requestId, number.requestId, number.requestId, null, null,
+    number.requestId, number.requestId, date.requestId, date.requestId,
+  ]);
+  assert.match(results[2].reason, /missing/);
+  assert.match(results[8].reason, /longer than/);
+  // Two accepted answers, two continuation turns, nothing for the refusals.
+  const messages = await settledTranscript(t, owner, number.sessionId, 4);
+  assert.deepEqual(agentTexts(messages).slice(2).sort(), ['Noted: 2026-01-02', 'Noted: 7']);
+});
+
+test('not_found for ids that are not question ids at all', async () => {
+  const owner = await t.userWithAgent();
+  for (const id of ['', 'op_abc', "req_' or 1=1 --", 'req_' + 'b'.repeat(100)]) {
+    const result = await answerOne(t, owner, id, 'x');
+    assert.equal(result.error.code, 'not_found', id);
+  }
+});
+
+test('a refused answer adds no turn and keeps the session idle', async () => {
+  const owner = await t.userWithAgent();
+  const asked = await askQuestion(t, owner, 'email', unique('Where to?'));
+  assert.equal((await answerOne(t, owner, asked.requestId, 'nowhere')).accepted, false);
+  const now = await transcript(t, owner, asked.sessionId);
+  assert.equal(now.status, 'idle');
+  assert.equal(now.messages.length, 2);
+  assert.equal((await listQuestions(t, owner)).json().questions.length, 1);
+});

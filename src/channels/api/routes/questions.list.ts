@@ -1,0 +1,31 @@
+import { z } from 'zod';
+import type { ApiApp, ApiContext } from '../context.ts';
+import { callerOf } from '../plugins/auth.ts';
+import { COMMON_PROBLEMS } from '../schemas.ts';
+
+export const QuestionSchema = z.object({
+  request_id: z.string().meta({ description: 'The question\'s id; answer it with POST /questions/answers.', example: 'req_8hT2mW5qLx0ZpR4vKc7N1a' }),
+  text: z.string().meta({ description: 'The question.', example: 'How many copies?' }),
+  session_id: z.string().meta({ description: 'The session whose transcript shows the outcome.' }),
+  agent_id: z.string(),
+  mission_id: z.string().meta({ description: 'The mission that waits for the answer.' }),
+  answer_type: z.string().meta({ description: 'The kind of answer that fits: text, number, date (YYYY-MM-DD), email, yesno, or choice:a|b|c.', example: 'yesno' }),
+  asked_of: z.string().meta({ description: 'The user id the question was put to (you, or another member when the mission is yours).' }),
+  created_at: z.string().meta({ description: 'When it was asked (RFC 3339 UTC).' }),
+}).meta({ id: 'OpenQuestion' });
+
+/** §6 Open questions: put to the caller, plus those on missions the caller owns. */
+export function listQuestionsRoute(app: ApiApp, ctx: ApiContext): void {
+  app.get('/questions', {
+    schema: {
+      operationId: 'listQuestions',
+      tags: ['Missions'],
+      summary: 'List open questions for you',
+      description: 'Open questions put to you, plus every open question on a mission you own, whoever it was put to; oldest first.',
+      response: {
+        200: z.object({ questions: z.array(QuestionSchema) }),
+        ...COMMON_PROBLEMS,
+      },
+    },
+  }, async (request) => ctx.missions.listQuestions(callerOf(request).userId));
+}

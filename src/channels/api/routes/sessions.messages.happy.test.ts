@@ -1,0 +1,71 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { send, transcript } from '../../../testing/conversation.ts';
+import { startTestApp, type TestApp } from '../../../testing/harness.ts';
+
+let t: TestApp;
+before(async () => { t = await startTestApp({ waitCeilingMs: 10_000, duplicateWindowMs: 0 }); });
+after(async () => { await t.close(); });
+
+test('pages with after and limit, oldest first, has_more until the end', async () => {
+  const u = await t.userWithAgent();
+  const sessionId = (await send(t, u, { text: 'm0' })).json().session_id;
+  for (let i = 1; i < 5; i++) await send(t, u, { text: `m${i}`, session_id: sessionId });
+  const all = (await transcript(t, u, sessionId)).json();
+  assert.equal(all.messages.length, 10);
+  assert.equal(all.has_more, false);
+  assert.equal(all.status, 'idle');
+  assert.equal(all.agent_id, u.agentId);
+  const seen: string[] = [];
+  let after = '';
+  for (;;) {
+    const page = (await transcript(t, u, sessionId, `limit=3${after ? `&after=${encodeURIComponent(after)}` : ''}`)).json();
+    seen.push(...page.messages.map((m: any) => m.ts));
+    if (!page.has_more) break;
+    after = page.messages.at(-1).ts;
+  }
+  assert.deepEqual(seen, all.messages.map((m: any) => m.ts));
+  assert.deepEqual([...seen].sort(), seen, 'string order is time order');
+});
+
+test('every ts is unique, strictly increasing and in the contract format, also under concurrent sends', async () => {
+  const u = await t.userWithAgent();
+  const sessionId = (await send(t, u, { text: 'start' }, { Prefer: 'wait=0' })).json().session_id;
+  await Promise.all(Array.from({ length: 30 }, (_, i) => send(t, u, { text: `c${i}`, session_id: sessionId }, { Prefer: 'wait=0' })));
+  let page: any;
+  for (let i = 0; i < 300; i++) {
+    page = (await transcript(t, u, sessionId, 'limit=200')).json();
+    if (page.status === 'idle' && page.messages.length === 62) break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.equal(page.messages.length, 62);
+  const ts = page.messages.map((m: any) => m.ts);
+  for (const value of ts) assert.match(value, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/);
+  for (let i = 1; i < ts.length; i++) assert.ok(ts[i] > ts[i - 1], `${ts[i]} after ${ts[i - 1]}`);
+});
+
+test('cursor paging never skips or repeats a turn while turns are being written', async () => {
+  const u = await t.userWithAgent();
+  const sessionId = (await send(t, u, { text: 'w0' })).json().session_id;
+  let writing = true;
+  const writer = (async () => {
+    for (let i = 1; i <= 40; i++) await send(t, u, { text: `w${i}`, session_id: sessionId }, { Prefer: 'wait=0' });
+    writing = false;
+  })();
+  const seen: string[] = [];
+  let after = '';
+  for (let rounds = 0; rounds < 5000; rounds++) {
+    await new Promise((r) => setTimeout(r, 2)); // let the runner (timers, I/O) have its turn
+    const page = (await transcript(t, u, sessionId, `limit=7${after ? `&after=${encodeURIComponent(after)}` : ''}`)).json();
+    seen.push(...page.messages.map((m: any) => m.ts));
+    if (page.messages.length) after = page.messages.at(-1).ts;
+    if (!writing && !page.has_more && page.status === 'idle') {
+      const final = (await transcript(t, u, sessionId, `after=${encodeURIComponent(after)}`)).json();
+      if (final.messages.length === 0) break;
+    }
+  }
+  await writer;
+  const full = (await transcript(t, u, sessionId, 'limit=200')).json().messages.map((m: any) => m.ts);
+  assert.equal(full.length, 82);
+  assert.deepEqual(seen, full);
+});

@@ -1,0 +1,45 @@
+import { z } from 'zod';
+import type { ApiApp, ApiContext } from '../context.ts';
+import { callerOf } from '../plugins/auth.ts';
+import { COMMON_PROBLEMS, ProblemSchema } from '../schemas.ts';
+
+const TranscriptQuery = z.object({
+  after: z.string().max(64).optional().meta({ description: 'A turn ts; only newer turns are returned.', example: '2026-11-22T12:34:56.789012Z' }),
+  limit: z.string().regex(/^\d{1,4}$/, 'must be an integer from 1 to 200').optional()
+    .meta({ description: 'Turns per page, 1–200 (default 50).', example: '50' }),
+});
+
+export const TranscriptSchema = z.object({
+  session_id: z.string(),
+  agent_id: z.string(),
+  status: z.enum(['idle', 'processing', 'queued']),
+  messages: z.array(z.object({
+    role: z.enum(['user', 'agent']),
+    text: z.string(),
+    ts: z.string().meta({ description: 'RFC 3339 UTC with six fractional digits; unique and increasing in the session.' }),
+    error: z.string().optional().meta({ description: 'Set on an agent turn that reports a failure, e.g. agent_failed.' }),
+  })),
+  has_more: z.boolean(),
+}).meta({ id: 'Transcript' });
+
+/** §4 Read a transcript, oldest first, paging with `after`. */
+export function readTranscriptRoute(app: ApiApp, ctx: ApiContext): void {
+  app.get('/sessions/:session_id/messages', {
+    schema: {
+      operationId: 'readTranscript',
+      tags: ['Messages'],
+      summary: 'Read a session\'s transcript',
+      params: z.object({ session_id: z.string() }),
+      querystring: TranscriptQuery,
+      response: {
+        200: TranscriptSchema,
+        ...COMMON_PROBLEMS,
+        404: ProblemSchema.describe('session_not_found (also for another account\'s session)'),
+        422: ProblemSchema.describe('validation_failed: bad after or limit'),
+      },
+    },
+  }, async (request) => ctx.conversations.transcript(callerOf(request).userId, request.params.session_id, {
+    after: request.query.after,
+    limit: request.query.limit === undefined ? undefined : Number(request.query.limit),
+  }));
+}

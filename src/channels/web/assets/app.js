@@ -1,0 +1,164 @@
+// agent-channel web app: small progressive enhancements. Every page works without this file.
+'use strict';
+
+// Copy buttons: <button data-copy="#input-id">
+document.addEventListener('click', async (event) => {
+  const button = event.target instanceof Element ? event.target.closest('[data-copy]') : null;
+  if (!button) return;
+  const input = document.querySelector(button.getAttribute('data-copy'));
+  if (!input) return;
+  input.select();
+  let copied = false;
+  try {
+    await navigator.clipboard.writeText(input.value);
+    copied = true;
+  } catch {
+    try { copied = document.execCommand('copy'); } catch { copied = false; }
+  }
+  const label = button.textContent;
+  button.textContent = copied ? 'Copied' : 'Press Ctrl+C';
+  setTimeout(() => { button.textContent = label; }, 2000);
+});
+
+// Chat: send without reloading and follow the turn by polling the transcript.
+(function chat() {
+  const root = document.querySelector('[data-chat]');
+  const form = root && root.querySelector('[data-chat-form]');
+  if (!root || !form || !window.fetch) return;
+  const log = root.querySelector('[data-chat-log]');
+  const statusLine = root.querySelector('[data-chat-status]');
+  const badge = document.querySelector('[data-chat-badge]');
+  const textarea = form.querySelector('textarea[name=text]');
+  const button = form.querySelector('button[type=submit]');
+  const csrf = form.querySelector('input[name=_csrf]').value;
+  let agentName = root.getAttribute('data-agent-name') || 'Agent';
+  const title = document.querySelector('[data-chat-title]');
+  let sessionId = root.getAttribute('data-session') || '';
+  let lastTs = root.getAttribute('data-last-ts') || '';
+  let timer = null;
+  const STATUS_TEXT = {
+    idle: '',
+    processing: 'The agent is working on it…',
+    queued: 'Queued: the agent is busy with something else and picks this up next…',
+  };
+
+  function showStatus(status) {
+    root.setAttribute('data-status', status);
+    statusLine.textContent = '';
+    if (status !== 'idle' && STATUS_TEXT[status]) {
+      const spin = document.createElement('span');
+      spin.className = 'spinner';
+      spin.setAttribute('aria-hidden', 'true');
+      statusLine.append(spin, ' ' + STATUS_TEXT[status]);
+    }
+    if (badge) {
+      badge.textContent = '';
+      const b = document.createElement('span');
+      b.className = 'badge badge-' + status;
+      b.textContent = status;
+      badge.append(b);
+    }
+  }
+
+  function shownTime(ts) {
+    const d = new Date(ts);
+    return isNaN(d.getTime()) ? ts : d.toISOString().replace('T', ' ').slice(0, 16) + ' UTC';
+  }
+
+  function append(message) {
+    if (log.querySelector('[data-ts="' + CSS.escape(message.ts) + '"]')) return;
+    const empty = log.querySelector('.empty');
+    if (empty) empty.remove();
+    const li = document.createElement('li');
+    li.className = 'msg msg-' + message.role + (message.error ? ' msg-error' : '');
+    li.setAttribute('data-ts', message.ts);
+    const meta = document.createElement('div');
+    meta.className = 'msg-meta';
+    const who = document.createElement('span');
+    who.className = 'msg-who';
+    who.textContent = message.role === 'user' ? 'You' : agentName;
+    const time = document.createElement('time');
+    time.dateTime = message.ts;
+    time.textContent = shownTime(message.ts);
+    meta.append(who, ' ', time);
+    if (message.error) {
+      const err = document.createElement('span');
+      err.className = 'badge badge-error';
+      err.textContent = message.error;
+      meta.append(' ', err);
+    }
+    const text = document.createElement('div');
+    text.className = 'msg-text';
+    text.textContent = message.text;
+    li.append(meta, text);
+    log.append(li);
+    log.scrollTop = log.scrollHeight;
+  }
+
+  async function poll() {
+    timer = null;
+    if (!sessionId) return;
+    try {
+      const url = '/conversations/' + encodeURIComponent(sessionId) + '/messages.json' + (lastTs ? '?after=' + encodeURIComponent(lastTs) : '');
+      const res = await fetch(url, { headers: { Accept: 'application/json' }, credentials: 'same-origin' });
+      if (res.status === 401) { window.location.href = '/login?next=' + encodeURIComponent(location.pathname + location.search); return; }
+      if (!res.ok) throw new Error('HTTP ' + res.status);
+      const body = await res.json();
+      for (const m of body.messages) { append(m); lastTs = m.ts; }
+      showStatus(body.status);
+      if (body.status !== 'idle' || body.has_more) timer = setTimeout(poll, body.has_more ? 0 : 800);
+    } catch {
+      timer = setTimeout(poll, 3000);
+    }
+  }
+
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    if (!textarea.value.trim()) { textarea.focus(); return; }
+    button.disabled = true;
+    const data = new URLSearchParams(new FormData(form));
+    try {
+      const res = await fetch('/chat', {
+        method: 'POST', body: data, credentials: 'same-origin',
+        headers: { Accept: 'application/json', 'X-CSRF-Token': csrf },
+      });
+      const body = await res.json().catch(() => ({}));
+      if (body.session_id && !sessionId) {
+        // The conversation exists now: from here on the form continues it.
+        sessionId = body.session_id;
+        root.setAttribute('data-session', sessionId);
+        history.replaceState(null, '', '/chat?session=' + encodeURIComponent(sessionId));
+        const agentField = form.querySelector('[name=agent_id]');
+        if (agentField) {
+          const chosen = agentField.options[agentField.selectedIndex];
+          if (chosen) agentName = chosen.text;
+          agentField.closest('.field').remove();
+        }
+        if (title) title.textContent = 'Chat with ' + agentName;
+        const hidden = document.createElement('input');
+        hidden.type = 'hidden'; hidden.name = 'session_id'; hidden.value = sessionId;
+        form.append(hidden);
+      }
+      if (!res.ok && !body.session_id) {
+        statusLine.textContent = body.message || 'The message could not be sent.';
+      } else {
+        textarea.value = '';
+        if (body.status) showStatus(body.status === 'completed' || body.status === 'duplicate' ? 'idle' : body.status);
+        if (timer) clearTimeout(timer);
+        await poll();
+      }
+    } catch {
+      statusLine.textContent = 'The message could not be sent. Check your connection and try again.';
+    } finally {
+      button.disabled = false;
+      textarea.focus();
+    }
+  });
+
+  textarea.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) form.requestSubmit();
+  });
+
+  if (log) log.scrollTop = log.scrollHeight;
+  if (sessionId && root.getAttribute('data-status') !== 'idle') poll();
+})();

@@ -1,0 +1,117 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { FastifyReply, FastifyRequest, RouteGenericInterface } from 'fastify';
+import type { Config } from '../../config.ts';
+import type { Services } from '../../services/services.ts';
+import type { WebSession, WebSessionsService } from '../../services/web-sessions.ts';
+import { html, type SafeHtml } from './html.ts';
+import { page, type NavKey } from './layout.ts';
+import type { LoginThrottle } from './throttle.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The signed-in web session, or null. */
+    webSession: WebSession | null;
+    /** The CSRF token forms on this page must carry (the session's, or the pre-login one). */
+    csrfToken: string;
+  }
+}
+
+export const SESSION_COOKIE = 'ac_session';
+export const PRE_COOKIE = 'ac_pre';
+export const FLASH_KEY_COOKIE = 'ac_new_key';
+
+/** What every web page reaches services through. */
+export interface WebContext {
+  services: Services;
+  config: Config;
+  sessions: WebSessionsService;
+  throttle: LoginThrottle;
+}
+
+export interface RenderOptions {
+  title: string;
+  nav?: NavKey;
+  body: SafeHtml;
+  status?: number;
+  refreshSeconds?: number | undefined;
+  narrow?: boolean;
+}
+
+export function render(request: FastifyRequest, reply: FastifyReply, options: RenderOptions): FastifyReply {
+  const session = request.webSession;
+  return reply
+    .code(options.status ?? 200)
+    .type('text/html; charset=utf-8')
+    .send(page({
+      title: options.title,
+      nav: options.nav,
+      user: session ? { email: session.email, plan: session.plan } : null,
+      csrfToken: request.csrfToken,
+      body: options.body,
+      refreshSeconds: options.refreshSeconds,
+      narrow: options.narrow ?? false,
+    }));
+}
+
+/** Only local paths are followed after login (no open redirect). */
+export function safeNext(value: unknown): string {
+  if (typeof value !== 'string' || !value.startsWith('/') || value.startsWith('//') || value.startsWith('/\\')) return '/';
+  return value.length > 512 ? '/' : value;
+}
+
+type AuthedHandler<G extends RouteGenericInterface> = (request: FastifyRequest<G>, reply: FastifyReply, session: WebSession) => Promise<unknown> | unknown;
+
+/** Wraps a handler that needs a signed-in user: others go to the login page and come back. */
+export function authed<G extends RouteGenericInterface = RouteGenericInterface>(handler: AuthedHandler<G>) {
+  return async (request: FastifyRequest<G>, reply: FastifyReply) => {
+    const session = request.webSession;
+    if (!session) {
+      if (wantsJson(request)) return reply.code(401).send({ error: 'not_signed_in', message: 'Log in again.' });
+      return reply.redirect(`/login?next=${encodeURIComponent(request.url)}`, 303);
+    }
+    return handler(request, reply, session);
+  };
+}
+
+export function wantsJson(request: FastifyRequest): boolean {
+  const accept = request.headers.accept ?? '';
+  return accept.includes('application/json') && !accept.includes('text/html');
+}
+
+export function cookieOptions(request: FastifyRequest, extra: { maxAge?: number; path?: string } = {}) {
+  return {
+    httpOnly: true,
+    sameSite: 'strict' as const,
+    secure: request.protocol === 'https',
+    path: extra.path ?? '/',
+    ...(extra.maxAge !== undefined ? { maxAge: extra.maxAge } : {}),
+  };
+}
+
+/** A form field as one string (first value if repeated), or ''. */
+export function formValue(body: unknown, name: string): string {
+  if (!body || typeof body !== 'object') return '';
+  const value = (body as Record<string, unknown>)[name];
+  const first = Array.isArray(value) ? value[0] : value;
+  return typeof first === 'string' ? first : typeof first === 'number' ? String(first) : '';
+}
+
+export function tokensEqual(a: string, b: string): boolean {
+  const left = Buffer.from(a);
+  const right = Buffer.from(b);
+  return left.length === right.length && left.length > 0 && timingSafeEqual(left, right);
+}
+
+export function errorPage(request: FastifyRequest, reply: FastifyReply, status: number, title: string, message: SafeHtml | string) {
+  return render(request, reply, {
+    title,
+    status,
+    narrow: true,
+    body: html`<section class="card center">
+      <p class="status-code" aria-hidden="true">${status}</p>
+      <h1>${title}</h1>
+      <p>${message}</p>
+      <p><a class="btn" href="/">Go to the start page</a></p>
+    </section>`,
+  });
+}

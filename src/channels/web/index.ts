@@ -1,0 +1,151 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import cookie from '@fastify/cookie';
+import formbody from '@fastify/formbody';
+import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
+import { randomBase62 } from '../../domain/ids.ts';
+import { Problem } from '../../domain/problems.ts';
+import type { Runtime } from '../../runtime.ts';
+import { WebSessionsService } from '../../services/web-sessions.ts';
+import { errorPage, formValue, PRE_COOKIE, SESSION_COOKIE, cookieOptions, tokensEqual, wantsJson, type WebContext } from './context.ts';
+import { LoginThrottle, type ThrottleOptions } from './throttle.ts';
+import { accountRoutes } from './pages/account.ts';
+import { keysRoutes } from './pages/keys.ts';
+import { agentsRoutes } from './pages/agents.ts';
+import { conversationsRoutes } from './pages/conversations.ts';
+import { inboxRoutes } from './pages/inbox.ts';
+import { chatRoutes } from './pages/chat.ts';
+
+export interface WebChannelOptions {
+  throttle?: ThrottleOptions;
+}
+
+const CSP = [
+  "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:", "connect-src 'self'",
+  "form-action 'self'", "frame-ancestors 'none'", "base-uri 'none'", "object-src 'none'",
+].join('; ');
+
+const UNSAFE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+interface Asset {
+  body: Buffer;
+  type: string;
+  etag: string;
+}
+
+function loadAsset(name: string, type: string): Asset {
+  const body = readFileSync(new URL(`./assets/${name}`, import.meta.url));
+  return { body, type, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 16)}"` };
+}
+
+/**
+ * The browser channel: server-rendered pages for account users. Registered at the root as an
+ * encapsulated plugin; its cookie and form-body parsers, hooks and error pages stay inside it,
+ * so the API channel keeps its own behaviour (e.g. 415 for form bodies).
+ */
+export function webChannel(runtime: Runtime, options: WebChannelOptions = {}) {
+  return async function register(scope: FastifyInstance): Promise<void> {
+    const ctx: WebContext = {
+      services: runtime.services,
+      config: runtime.config,
+      sessions: new WebSessionsService({ store: runtime.store, idleMinutes: runtime.config.webSessionIdleMinutes }),
+      throttle: new LoginThrottle(options.throttle),
+    };
+    await scope.register(cookie);
+    await scope.register(formbody, { bodyLimit: 64 * 1024 });
+
+    scope.decorateRequest('webSession', null);
+    scope.decorateRequest('csrfToken', '');
+
+    scope.addHook('onRequest', async (request, reply) => {
+      reply.header('Content-Security-Policy', CSP);
+      reply.header('X-Frame-Options', 'DENY');
+      reply.header('X-Content-Type-Options', 'nosniff');
+      reply.header('Referrer-Policy', 'same-origin');
+      if (request.url.startsWith('/assets/')) return;
+      reply.header('Cache-Control', 'no-store');
+
+      // CSRF, first line: a state-changing request that the browser says comes from another site.
+      if (UNSAFE_METHODS.has(request.method) && isCrossSite(request)) {
+        return errorPage(request, reply, 403, 'Request refused',
+          'This form was sent from another site, so it was not acted on. Open the page on this site and try again.');
+      }
+
+      const session = await ctx.sessions.resolve(request.cookies[SESSION_COOKIE]);
+      if (session) {
+        request.webSession = session;
+        request.csrfToken = session.csrfToken;
+        return;
+      }
+      if (request.cookies[SESSION_COOKIE]) reply.clearCookie(SESSION_COOKIE, cookieOptions(request));
+      // Before login, forms carry a token tied to a cookie of their own (log-in CSRF).
+      const pre = request.cookies[PRE_COOKIE];
+      if (pre && /^[A-Za-z0-9]{32}$/.test(pre)) {
+        request.csrfToken = pre;
+      } else {
+        request.csrfToken = randomBase62(32);
+        reply.setCookie(PRE_COOKIE, request.csrfToken, cookieOptions(request));
+      }
+    });
+
+    // CSRF, second line: every unsafe request carries the session's token (a form field or a header).
+    scope.addHook('preHandler', async (request, reply) => {
+      if (!UNSAFE_METHODS.has(request.method)) return;
+      const sent = formValue(request.body, '_csrf') || String(request.headers['x-csrf-token'] ?? '');
+      if (!tokensEqual(sent, request.csrfToken)) {
+        if (wantsJson(request)) return reply.code(403).send({ error: 'csrf', message: 'Reload the page and try again.' });
+        return errorPage(request, reply, 403, 'Form expired',
+          'This form could not be verified (it may have expired, or come from somewhere else). Reload the page and try again.');
+      }
+    });
+
+    scope.setErrorHandler((error: FastifyError, request, reply) => {
+      if (error instanceof Problem) {
+        if (error.status >= 500) request.log.error({ err: error }, 'web page failed');
+        return errorPage(request, reply, error.status, error.title, error.message);
+      }
+      const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
+      if (status === 500) {
+        request.log.error({ err: error }, 'web page failed');
+        return errorPage(request, reply, 500, 'Something went wrong', `Something went wrong on our side. Reference: ${request.id}.`);
+      }
+      const title = status === 413 ? 'Too large' : status === 415 ? 'Unsupported form' : 'Bad request';
+      return errorPage(request, reply, status, title, 'The request could not be read. Go back and try again.');
+    });
+
+    const assets: Record<string, Asset> = {
+      'app.css': loadAsset('app.css', 'text/css; charset=utf-8'),
+      'app.js': loadAsset('app.js', 'text/javascript; charset=utf-8'),
+      'favicon.svg': loadAsset('favicon.svg', 'image/svg+xml'),
+    };
+    scope.get<{ Params: { name: string } }>('/assets/:name', async (request, reply) => {
+      const asset = assets[request.params.name];
+      if (!asset) return errorPage(request, reply, 404, 'Page not found', 'There is no such file.');
+      reply.header('ETag', asset.etag).header('Cache-Control', 'public, max-age=300, must-revalidate');
+      if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();
+      return reply.type(asset.type).send(asset.body);
+    });
+
+    for (const routes of [accountRoutes, keysRoutes, agentsRoutes, conversationsRoutes, inboxRoutes, chatRoutes]) routes(scope, ctx);
+
+    // Pages that do not exist: an HTML page for browsers; anything else keeps the API's problem+json 404.
+    scope.get('/*', async (request, reply) => {
+      const accept = request.headers.accept ?? '';
+      if (request.url.startsWith('/api/') || !accept.includes('text/html')) return reply.callNotFound();
+      return errorPage(request, reply, 404, 'Page not found', 'There is no page at this address.');
+    });
+  };
+}
+
+/** True when the browser tells us the request comes from another site (Fetch metadata, then Origin). */
+export function isCrossSite(request: FastifyRequest): boolean {
+  const site = request.headers['sec-fetch-site'];
+  if (typeof site === 'string' && site !== 'same-origin' && site !== 'none') return true;
+  const origin = request.headers.origin;
+  if (typeof origin === 'string') {
+    if (origin === 'null') return true;
+    return origin !== `${request.protocol}://${request.host}`;
+  }
+  return false;
+}
+

@@ -1,0 +1,116 @@
+import { html, type HtmlValue, type SafeHtml } from './html.ts';
+
+export interface PageUser {
+  email: string;
+  plan: string;
+}
+
+export interface PageOptions {
+  title: string;
+  /** Which navigation entry is current. */
+  nav?: NavKey | undefined;
+  user?: PageUser | null | undefined;
+  csrfToken: string;
+  body: SafeHtml;
+  /** Adds <noscript><meta http-equiv="refresh"></noscript>: the no-JS way to follow a turn that is still running. */
+  refreshSeconds?: number | undefined;
+  /** Smaller, centred page (forms of sign-up and log-in). */
+  narrow?: boolean;
+}
+
+export type NavKey = 'chat' | 'conversations' | 'inbox' | 'agents' | 'keys';
+
+const NAV: { key: NavKey; href: string; label: string }[] = [
+  { key: 'chat', href: '/chat', label: 'Chat' },
+  { key: 'conversations', href: '/conversations', label: 'Conversations' },
+  { key: 'inbox', href: '/inbox', label: 'Inbox' },
+  { key: 'agents', href: '/agents', label: 'Agents' },
+  { key: 'keys', href: '/account/keys', label: 'API keys' },
+];
+
+export function page(options: PageOptions): string {
+  const { user } = options;
+  const nav = user
+    ? html`<nav class="nav" aria-label="Main">
+        <ul>${NAV.map((item) => html`<li><a href="${item.href}"${item.key === options.nav ? html` aria-current="page"` : ''}>${item.label}</a></li>`)}</ul>
+      </nav>
+      <div class="account">
+        <span class="who" title="Signed in">${user.email}</span>
+        <form method="post" action="/logout" class="inline">
+          ${csrfField(options.csrfToken)}
+          <button type="submit" class="btn btn-quiet">Log out</button>
+        </form>
+      </div>`
+    : html`<nav class="nav" aria-label="Account">
+        <ul><li><a href="/login">Log in</a></li><li><a href="/signup" class="btn btn-small">Sign up</a></li></ul>
+      </nav>`;
+  return html`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
+${options.refreshSeconds ? html`<noscript><meta http-equiv="refresh" content="${options.refreshSeconds}"></noscript>` : ''}
+<title>${options.title} · agent-channel</title>
+<link rel="icon" href="/assets/favicon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="/assets/app.css">
+<script src="/assets/app.js" defer></script>
+</head>
+<body>
+<a class="skip" href="#main">Skip to content</a>
+<header class="top">
+  <div class="bar">
+    <a class="brand" href="/"><span class="logo" aria-hidden="true">◆</span> agent-channel</a>
+    ${nav}
+  </div>
+</header>
+<main id="main" tabindex="-1" class="${options.narrow ? 'narrow' : ''}">
+${options.body}
+</main>
+<footer class="foot"><p>agent-channel · <a href="/docs">API docs</a></p></footer>
+</body>
+</html>`.value;
+}
+
+export function csrfField(token: string): SafeHtml {
+  return html`<input type="hidden" name="_csrf" value="${token}">`;
+}
+
+export type NoticeKind = 'ok' | 'error' | 'info' | 'warn';
+
+export function notice(kind: NoticeKind, content: HtmlValue): SafeHtml {
+  const role = kind === 'error' ? 'alert' : 'status';
+  return html`<div class="notice notice-${kind}" role="${role}">${content}</div>`;
+}
+
+/** A timestamp for people, machine-readable in the datetime attribute. */
+export function time(value: string | null | undefined, empty = '—'): SafeHtml {
+  if (!value) return html`<span class="muted">${empty}</span>`;
+  const date = new Date(value);
+  if (Number.isNaN(date.getTime())) return html`${value}`;
+  const shown = date.toISOString().replace('T', ' ').slice(0, 16) + ' UTC';
+  return html`<time datetime="${value}">${shown}</time>`;
+}
+
+export function badge(status: string): SafeHtml {
+  return html`<span class="badge badge-${status.replace(/[^a-z_]/g, '')}">${status}</span>`;
+}
+
+export interface FieldErrors {
+  [field: string]: string | undefined;
+}
+
+/** A labelled input with its error message tied to it (aria-describedby). */
+export function field(options: {
+  name: string; label: string; type?: string; value?: string | undefined; required?: boolean; hint?: HtmlValue;
+  error?: string | undefined; autocomplete?: string; attrs?: SafeHtml; id?: string;
+}): SafeHtml {
+  const id = options.id ?? `f-${options.name}`;
+  const describedBy = [options.hint ? `${id}-hint` : '', options.error ? `${id}-error` : ''].filter(Boolean).join(' ');
+  return html`<div class="field${options.error ? ' has-error' : ''}">
+    <label for="${id}">${options.label}${options.required ? '' : html` <span class="muted">(optional)</span>`}</label>
+    <input id="${id}" name="${options.name}" type="${options.type ?? 'text'}" value="${options.value ?? ''}"${options.required ? html` required` : ''}${options.autocomplete ? html` autocomplete="${options.autocomplete}"` : ''}${describedBy ? html` aria-describedby="${describedBy}"` : ''}${options.error ? html` aria-invalid="true"` : ''} ${options.attrs ?? ''}>
+    ${options.hint ? html`<p class="hint" id="${id}-hint">${options.hint}</p>` : ''}
+    ${options.error ? html`<p class="error" id="${id}-error">${options.error}</p>` : ''}
+  </div>`;
+}

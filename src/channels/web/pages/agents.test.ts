@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { startTestApp, type TestApp } from '../../../testing/harness.ts';
+import { WebClient } from '../web-client.test-helper.ts';
+
+let t: TestApp;
+before(async () => { t = await startTestApp(); });
+after(async () => { await t.close(); });
+
+test('happy: create an agent; it is listed with its workspace', async () => {
+  const web = new WebClient(t);
+  await web.signup();
+  const page = await web.get('/agents');
+  assert.match(page.body, /No agents yet/);
+  assert.match(page.body, /<option value="wsp_[A-Za-z0-9]+">Personal \(owner\)<\/option>/);
+  const res = await web.post('/agents', { agent_name: 'Helper' });
+  assert.equal(res.statusCode, 303);
+  assert.match(String(res.headers.location), /^\/agents\?created=agt_/);
+  const list = await web.get(String(res.headers.location));
+  assert.match(list.body, /Agent “Helper” is ready/);
+  assert.match(list.body, /<td data-label="Name">Helper<\/td>/);
+  assert.match(list.body, /<td data-label="Workspace">Personal <code class="muted">wsp_/);
+  assert.match(list.body, /1 of 1 agent used/);
+});
+
+test('happy: agents shared through another workspace are listed under that workspace', async () => {
+  const owner = await t.userWithAgent({ agentName: 'Team bot' });
+  const web = new WebClient(t);
+  const email = await web.signup();
+  await t.runtime.services.accounts.addMember({
+    workspaceId: await t.runtime.services.accounts.personalWorkspaceId(owner.id), email, role: 'member',
+  });
+  const list = await web.get('/agents');
+  assert.match(list.body, /<td data-label="Name">Team bot<\/td>/);
+  assert.ok(list.body.includes(`${owner.email}&#39;s personal workspace`));
+  assert.match(list.body, /0 of 1 agent used/, 'shared agents do not count against the plan');
+});
+
+test('error: the plan limit is explained when reached', async () => {
+  const web = new WebClient(t);
+  await web.signup();
+  await web.get('/agents');
+  assert.equal((await web.post('/agents', { agent_name: 'First' })).statusCode, 303);
+  const page = await web.get('/agents');
+  assert.match(page.body, /Your free plan allows 1 agent and you have 1/);
+  const res = await web.post('/agents', { agent_name: 'Second' });
+  assert.equal(res.statusCode, 403);
+  assert.match(res.body, /reached your plan's agent limit/);
+  assert.match(res.body, /The free plan allows 1 agent, counting the agents in every workspace you own/);
+  assert.match(res.body, /value="Second"/, 'the form keeps what was typed');
+});
+
+test('error: a blank or too long name is explained next to the field', async () => {
+  const web = new WebClient(t);
+  await web.signup();
+  await web.get('/agents');
+  const blank = await web.post('/agents', { agent_name: '   ' });
+  assert.equal(blank.statusCode, 422);
+  assert.match(blank.body, /id="f-agent_name-error">The name is required\./);
+  const long = await web.post('/agents', { agent_name: 'x'.repeat(101) });
+  assert.equal(long.statusCode, 422);
+  assert.match(long.body, /at most 100 characters/);
+});
+
+test('security: a workspace the user only belongs to as a member is refused', async () => {
+  const owner = await t.user();
+  const web = new WebClient(t);
+  const email = await web.signup();
+  const workspaceId = await t.runtime.services.accounts.personalWorkspaceId(owner.id);
+  await t.runtime.services.accounts.addMember({ workspaceId, email, role: 'member' });
+  const page = await web.get('/agents');
+  assert.ok(!page.body.includes(`<option value="${workspaceId}"`), 'not offered');
+  const res = await web.post('/agents', { agent_name: 'Sneaky', workspace_id: workspaceId });
+  assert.equal(res.statusCode, 403);
+  assert.match(res.body, /Only an owner or admin/);
+  const stranger = await web.post('/agents', { agent_name: 'Sneaky', workspace_id: 'wsp_doesnotexist' });
+  assert.equal(stranger.statusCode, 404);
+});
+
+test('security: HTML in agent names is escaped', async () => {
+  const web = new WebClient(t);
+  await web.signup();
+  await web.get('/agents');
+  await web.post('/agents', { agent_name: '<b onmouseover="alert(1)">Bold</b>' });
+  const page = await web.get('/agents');
+  assert.ok(!page.body.includes('<b onmouseover'));
+  assert.ok(page.body.includes('&lt;b onmouseover=&quot;alert(1)&quot;&gt;Bold&lt;/b&gt;'));
+  const chat = await web.get('/chat');
+  assert.ok(!chat.body.includes('<b onmouseover'));
+});

@@ -1,0 +1,165 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
+import { WebClient } from '../web-client.test-helper.ts';
+
+let t: TestApp;
+before(async () => { t = await startTestApp(); });
+after(async () => { await t.close(); });
+
+async function withAgent(name = 'Chatty'): Promise<{ web: WebClient; email: string; agentId: string }> {
+  const web = new WebClient(t);
+  const email = await web.signup();
+  await web.get('/agents');
+  const res = await web.post('/agents', { agent_name: name });
+  const agentId = /created=(agt_[A-Za-z0-9]+)/.exec(String(res.headers.location))![1]!;
+  return { web, email, agentId };
+}
+
+test('happy: a chat message without JS goes through the pipeline and the reply is on the page', async () => {
+  const { web, agentId } = await withAgent();
+  const page = await web.get(`/chat?agent=${agentId}`);
+  assert.match(page.body, new RegExp(`<option value="${agentId}" selected>Chatty</option>`));
+  const sent = await web.post('/chat', { agent_id: agentId, text: 'hello there' });
+  assert.equal(sent.statusCode, 303);
+  const location = String(sent.headers.location);
+  assert.match(location, /^\/chat\?session=ses_/);
+  const chat = await web.get(location);
+  assert.match(chat.body, /<div class="msg-text">hello there<\/div>/);
+  assert.match(chat.body, /<div class="msg-text">You said: hello there<\/div>/);
+  assert.match(chat.body, /badge-idle/);
+  assert.doesNotMatch(chat.body, /http-equiv="refresh"/);
+
+  const sessionId = location.split('=')[1]!;
+  const row = await t.runtime.store.db.selectFrom('sessions').select('channel').where('id', '=', sessionId).executeTakeFirstOrThrow();
+  assert.equal(row.channel, 'web', 'the session came through the web channel');
+
+  // The form now continues the same session.
+  assert.match(chat.body, new RegExp(`name="session_id" value="${sessionId}"`));
+  await web.post('/chat', { session_id: sessionId, text: 'second' });
+  const again = await web.get(location);
+  assert.match(again.body, /You said: second/);
+});
+
+test('happy: with JS the post answers JSON at once and the transcript is polled', async () => {
+  const { web, agentId } = await withAgent();
+  await web.get('/chat');
+  const res = await web.post('/chat', { agent_id: agentId, text: '!sleep 1000 slow one' }, { accept: 'application/json' });
+  assert.equal(res.statusCode, 202);
+  const body = res.json();
+  assert.equal(body.status, 'processing');
+  assert.match(body.session_id, /^ses_/);
+
+  const running = await web.get(`/chat?session=${body.session_id}`);
+  assert.match(running.body, /The agent is working on it/);
+  assert.match(running.body, /<noscript><meta http-equiv="refresh" content="2"><\/noscript>/, 'no-JS fallback refreshes');
+
+  let transcript: { status: string; messages: { role: string; text: string; ts: string }[] } | undefined;
+  for (let i = 0; i < 50; i++) {
+    const poll = await web.get(`/conversations/${body.session_id}/messages.json`, { accept: 'application/json' });
+    assert.equal(poll.statusCode, 200);
+    transcript = poll.json();
+    if (transcript!.status === 'idle' && transcript!.messages.length === 2) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.deepEqual(transcript!.messages.map((m) => m.text), ['!sleep 1000 slow one', 'You said: slow one']);
+  const after = await web.get(`/conversations/${body.session_id}/messages.json?after=${encodeURIComponent(transcript!.messages[0]!.ts)}`, { accept: 'application/json' });
+  assert.deepEqual(after.json().messages.map((m: { text: string }) => m.text), ['You said: slow one']);
+});
+
+test('happy: a message queued behind another shows the queued state', async () => {
+  const { web, agentId } = await withAgent();
+  await web.get('/chat');
+  const first = await web.post('/chat', { agent_id: agentId, text: '!sleep 1500 first' }, { accept: 'application/json' });
+  const second = await web.post('/chat', { agent_id: agentId, text: 'second, new session' }, { accept: 'application/json' });
+  assert.equal(first.json().status, 'processing');
+  assert.equal(second.json().status, 'queued');
+  const page = await web.get(`/chat?session=${second.json().session_id}`);
+  assert.match(page.body, /Queued: the agent is busy/);
+  assert.match(page.body, /badge-queued/);
+});
+
+test('happy: conversations lists the sessions with status and shows the transcript', async () => {
+  const { web, agentId } = await withAgent('Lister');
+  const sent = await web.post('/chat', { agent_id: agentId, text: 'for the list' });
+  const sessionId = String(sent.headers.location).split('=')[1]!;
+  const list = await web.get('/conversations');
+  assert.equal(list.statusCode, 200);
+  assert.match(list.body, new RegExp(`<a href="/conversations/${sessionId}"><code>${sessionId}</code></a>`));
+  assert.match(list.body, /<td data-label="Agent">Lister<\/td>/);
+  assert.match(list.body, /<td data-label="Channel">web<\/td>/);
+  const transcript = await web.get(`/conversations/${sessionId}`);
+  assert.equal(transcript.statusCode, 200);
+  assert.match(transcript.body, /Conversation with Lister/);
+  assert.match(transcript.body, /You said: for the list/);
+});
+
+test('happy: sessions started through the API show up too', async () => {
+  const u = await t.userWithAgent({ agentName: 'Api bot' });
+  const sent = await t.inject({ method: 'POST', url: `${API}/messages`, headers: u.auth, payload: { text: 'via api' } });
+  const sessionId = sent.json().session_id;
+  const web = new WebClient(t);
+  await web.login(u.email, u.password);
+  const list = await web.get('/conversations');
+  assert.ok(list.body.includes(sessionId));
+  assert.match(list.body, /<td data-label="Channel">api<\/td>/);
+});
+
+test('error: an empty message is explained on the page, and the agent failing shows in the transcript', async () => {
+  const { web, agentId } = await withAgent();
+  await web.get('/chat');
+  const empty = await web.post('/chat', { agent_id: agentId, text: '   ' });
+  assert.equal(empty.statusCode, 422);
+  assert.match(empty.body, /role="alert"/);
+  const failed = await web.post('/chat', { agent_id: agentId, text: '!fail' });
+  assert.equal(failed.statusCode, 303);
+  const page = await web.get(String(failed.headers.location));
+  assert.match(page.body, /msg-error/);
+  assert.match(page.body, /badge-error">agent_failed/);
+});
+
+test("security: another account's session id answers 404 on every page", async () => {
+  const other = await t.userWithAgent();
+  const sent = await t.inject({ method: 'POST', url: `${API}/messages`, headers: other.auth, payload: { text: 'private words' } });
+  const sessionId = sent.json().session_id;
+  const { web } = await withAgent();
+  await web.get('/chat');
+  for (const url of [`/conversations/${sessionId}`, `/chat?session=${sessionId}`, '/conversations/ses_doesnotexist', '/chat?session=nonsense']) {
+    const res = await web.get(url);
+    assert.equal(res.statusCode, 404, url);
+    assert.ok(!res.body.includes('private words'));
+  }
+  const json = await web.get(`/conversations/${sessionId}/messages.json`, { accept: 'application/json' });
+  assert.equal(json.statusCode, 404);
+  const post = await web.post('/chat', { session_id: sessionId, text: 'let me in' });
+  assert.equal(post.statusCode, 404);
+  const list = await web.get('/conversations');
+  assert.ok(!list.body.includes(sessionId));
+  const turns = await t.runtime.store.db.selectFrom('turns').select('text').where('session_id', '=', sessionId).execute();
+  assert.ok(!turns.some((turn) => turn.text === 'let me in'), 'nothing was added to the other session');
+});
+
+test('security: HTML in messages is escaped', async () => {
+  const { web, agentId } = await withAgent();
+  await web.get('/chat');
+  const sent = await web.post('/chat', { agent_id: agentId, text: '<img src=x onerror="alert(1)">' });
+  const page = await web.get(String(sent.headers.location));
+  assert.ok(!page.body.includes('<img src=x'));
+  assert.ok(page.body.includes('&lt;img src=x onerror=&quot;alert(1)&quot;&gt;'));
+  const sessionId = String(sent.headers.location).split('=')[1]!;
+  const transcript = await web.get(`/conversations/${sessionId}`);
+  assert.ok(!transcript.body.includes('<img src=x'));
+});
+
+test('security: the JSON transcript needs a session and the chat post needs the token', async () => {
+  const { web, agentId } = await withAgent();
+  const sent = await web.post('/chat', { agent_id: agentId, text: 'hi' });
+  const sessionId = String(sent.headers.location).split('=')[1]!;
+  const anonymous = await t.inject({ method: 'GET', url: `/conversations/${sessionId}/messages.json`, headers: { accept: 'application/json' } });
+  assert.equal(anonymous.statusCode, 401);
+  const noToken = await t.inject({
+    method: 'POST', url: '/chat', payload: `agent_id=${agentId}&text=x`,
+    headers: { cookie: web.cookieHeader(), accept: 'application/json', 'content-type': 'application/x-www-form-urlencoded' },
+  });
+  assert.equal(noToken.statusCode, 403);
+});

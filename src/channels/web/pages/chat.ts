@@ -1,0 +1,111 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { looksLikeId } from '../../../domain/ids.ts';
+import { Problem } from '../../../domain/problems.ts';
+import type { AgentView } from '../../../services/agents.ts';
+import { authed, errorPage, formValue, render, wantsJson, type WebContext } from '../context.ts';
+import { html, type SafeHtml } from '../html.ts';
+import { badge, csrfField, notice } from '../layout.ts';
+import type { TranscriptResult } from '../../../services/conversations.ts';
+import { messageList, readTranscript } from './conversations.ts';
+
+// Without JS the form post waits this long for the reply before showing the page (which then
+// refreshes itself while the turn is still running). With JS it waits only a moment, so that
+// quick replies come back at once and the page shows processing/queued for the rest.
+const NO_JS_WAIT_MS = 10_000;
+const JS_WAIT_MS = 300;
+
+type SessionStatus = TranscriptResult['status'];
+
+const STATUS_TEXT: Record<SessionStatus, string> = {
+  idle: '',
+  processing: 'The agent is working on it…',
+  queued: 'Queued: the agent is busy with something else and picks this up next…',
+};
+
+/** Chat: talks to an agent through the same pipeline as the API (channel "web"). */
+export function chatRoutes(app: FastifyInstance, ctx: WebContext): void {
+  app.get('/chat', authed<{ Querystring: { agent?: string; session?: string } }>(async (request, reply, session) => {
+    const agents = await ctx.services.agents.listForUser(session.userId);
+    let transcript: TranscriptResult | null = null;
+    if (request.query.session) {
+      transcript = await readTranscript(ctx, session.userId, request.query.session);
+      if (!transcript) return errorPage(request, reply, 404, 'Conversation not found', 'You have no conversation with this id.');
+    }
+    return chatPage(request, reply, { agents, transcript, selectedAgent: request.query.agent });
+  }));
+
+  app.post('/chat', authed(async (request, reply, session) => {
+    const json = wantsJson(request);
+    const text = formValue(request.body, 'text');
+    const sessionId = formValue(request.body, 'session_id');
+    const agentId = formValue(request.body, 'agent_id');
+    try {
+      if (sessionId && !looksLikeId('session', sessionId)) throw new Problem('session_not_found', 'No such session.');
+      const result = await ctx.services.conversations.submit({
+        userId: session.userId, channel: 'web', text,
+        ...(sessionId ? { sessionId } : {}),
+        ...(!sessionId && agentId ? { agentId } : {}),
+        waitMs: Math.min(json ? JS_WAIT_MS : NO_JS_WAIT_MS, ctx.config.waitCeilingMs),
+      });
+      if (json) return reply.code(result.status === 'processing' || result.status === 'queued' ? 202 : 200).send(result);
+      return reply.redirect(`/chat?session=${encodeURIComponent(result.session_id)}`, 303);
+    } catch (error) {
+      if (!(error instanceof Problem)) throw error;
+      const failedSession = typeof error.extra.session_id === 'string' ? error.extra.session_id : null;
+      if (json) return reply.code(error.status).send({ error: error.code, message: error.message, ...(failedSession ? { session_id: failedSession } : {}) });
+      // The failure is in the transcript as an error turn: show it there.
+      if (failedSession) return reply.redirect(`/chat?session=${encodeURIComponent(failedSession)}`, 303);
+      if (error.status === 404) return errorPage(request, reply, 404, error.title, error.message);
+      const agents = await ctx.services.agents.listForUser(session.userId);
+      const transcript = sessionId ? await readTranscript(ctx, session.userId, sessionId) : null;
+      const message = error.code === 'agent_required' ? 'Choose an agent to talk to.' : error.message;
+      return chatPage(request, reply, { agents, transcript, selectedAgent: agentId, error: message, text, status: error.status });
+    }
+  }));
+}
+
+function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
+  agents: AgentView[]; transcript: TranscriptResult | null; selectedAgent?: string | undefined; error?: string; text?: string; status?: number;
+}) {
+  const { agents, transcript } = state;
+  const agent = transcript ? agents.find((a) => a.agent_id === transcript.agent_id) : undefined;
+  const agentName = agent?.name ?? (transcript ? transcript.agent_id : 'Agent');
+  const status: SessionStatus = transcript?.status ?? 'idle';
+  const lastTs = transcript?.messages.at(-1)?.ts ?? '';
+
+  let body: SafeHtml;
+  if (!transcript && agents.length === 0) {
+    body = html`<h1>Chat</h1>${notice('info', html`You have no agents yet. <a href="/agents">Create one</a> to start chatting.`)}`;
+  } else {
+    body = html`<div class="head-row">
+        <h1 data-chat-title>${transcript ? html`Chat with ${agentName}` : 'New chat'}</h1>
+        <p>${transcript ? html`<span data-chat-badge>${badge(status)}</span> <a class="btn btn-small btn-quiet" href="/chat">New chat</a>` : html`<a class="btn btn-small btn-quiet" href="/conversations">Earlier conversations</a>`}</p>
+      </div>
+      <section class="card chat" aria-label="Chat" data-chat data-session="${transcript?.session_id ?? ''}" data-status="${status}"
+        data-last-ts="${lastTs}" data-agent-name="${agentName}">
+        ${transcript ? messageList(transcript.messages, agentName) : html`<ol class="chat-log" data-chat-log aria-live="polite" aria-label="Transcript"><li class="muted empty">Say hello to start a conversation.</li></ol>`}
+        <p class="chat-status" data-chat-status role="status" aria-live="polite">${status === 'idle' ? '' : html`<span class="spinner" aria-hidden="true"></span> ${STATUS_TEXT[status]}`}</p>
+        ${state.error ? notice('error', state.error) : ''}
+        <form method="post" action="/chat" class="chat-form" data-chat-form>
+          ${csrfField(request.csrfToken)}
+          ${transcript
+            ? html`<input type="hidden" name="session_id" value="${transcript.session_id}">`
+            : html`<div class="field">
+                <label for="chat-agent">Agent</label>
+                <select id="chat-agent" name="agent_id">
+                  ${agents.map((a) => html`<option value="${a.agent_id}"${a.agent_id === state.selectedAgent ? html` selected` : ''}>${a.name}</option>`)}
+                </select>
+              </div>`}
+          <div class="field">
+            <label for="chat-text">Message</label>
+            <textarea id="chat-text" name="text" rows="3" required maxlength="32000" placeholder="Write a message…">${state.text ?? ''}</textarea>
+          </div>
+          <div class="form-actions"><button type="submit" class="btn">Send</button> <span class="muted small">Ctrl+Enter sends</span></div>
+        </form>
+      </section>`;
+  }
+  return render(request, reply, {
+    title: transcript ? `Chat with ${agentName}` : 'Chat', nav: 'chat', body, status: state.status ?? 200,
+    refreshSeconds: status === 'idle' ? undefined : 2,
+  });
+}

@@ -1,0 +1,91 @@
+import type { FastifyInstance } from 'fastify';
+import { looksLikeId } from '../../../domain/ids.ts';
+import { Problem } from '../../../domain/problems.ts';
+import { authed, errorPage, render, type WebContext } from '../context.ts';
+import { html, type SafeHtml } from '../html.ts';
+import { badge, time } from '../layout.ts';
+import type { TranscriptResult } from '../../../services/conversations.ts';
+
+export const PAGE_SIZE = 100;
+
+/** Conversations: the account's sessions, and each one's transcript with its status. */
+export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void {
+  app.get('/conversations', authed(async (request, reply, session) => {
+    const sessions = await ctx.services.conversations.listSessions(session.userId);
+    return render(request, reply, {
+      title: 'Conversations', nav: 'conversations',
+      body: html`<h1>Conversations</h1>
+        <section class="card" aria-labelledby="sessions-h">
+          <h2 id="sessions-h" class="sr-only">Sessions</h2>
+          ${sessions.length === 0
+            ? html`<p class="muted">No conversations yet. <a href="/chat">Start one in the chat</a> or send a message through the API.</p>`
+            : html`<div class="table-wrap"><table class="table">
+              <caption class="sr-only">Your sessions, most recent first</caption>
+              <thead><tr><th scope="col">Session</th><th scope="col">Agent</th><th scope="col">Status</th><th scope="col">Channel</th><th scope="col">Last activity</th></tr></thead>
+              <tbody>${sessions.map((s) => html`<tr>
+                <td data-label="Session"><a href="/conversations/${s.session_id}"><code>${s.session_id}</code></a></td>
+                <td data-label="Agent">${s.agent_name}</td>
+                <td data-label="Status">${badge(s.status)}</td>
+                <td data-label="Channel">${s.channel ?? '—'}</td>
+                <td data-label="Last activity">${time(s.last_activity)}</td>
+              </tr>`)}</tbody></table></div>`}
+        </section>`,
+    });
+  }));
+
+  app.get('/conversations/:sessionId', authed<{ Params: { sessionId: string }; Querystring: { after?: string } }>(async (request, reply, session) => {
+    const transcript = await readTranscript(ctx, session.userId, request.params.sessionId, request.query.after);
+    if (!transcript) return errorPage(request, reply, 404, 'Conversation not found', 'You have no conversation with this id.');
+    const agents = await ctx.services.agents.listForUser(session.userId);
+    const agentName = agents.find((a) => a.agent_id === transcript.agent_id)?.name ?? transcript.agent_id;
+    const last = transcript.messages.at(-1);
+    return render(request, reply, {
+      title: `Conversation with ${agentName}`, nav: 'conversations',
+      body: html`<p class="crumbs"><a href="/conversations">Conversations</a> / <code>${transcript.session_id}</code></p>
+        <div class="head-row">
+          <h1>Conversation with ${agentName}</h1>
+          <p>${badge(transcript.status)} <a class="btn btn-small" href="/chat?session=${transcript.session_id}">Continue in chat</a></p>
+        </div>
+        <section class="card" aria-labelledby="transcript-h">
+          <h2 id="transcript-h" class="sr-only">Transcript</h2>
+          ${request.query.after ? html`<p class="muted small">Showing messages after ${time(request.query.after)}. <a href="/conversations/${transcript.session_id}">From the start</a></p>` : ''}
+          ${messageList(transcript.messages, agentName)}
+          ${transcript.has_more && last ? html`<p><a class="btn btn-quiet" href="/conversations/${transcript.session_id}?after=${encodeURIComponent(last.ts)}">Newer messages</a></p>` : ''}
+        </section>`,
+    });
+  }));
+
+  /** The transcript as JSON for the chat page's script (same session cookie, same owner check). */
+  app.get('/conversations/:sessionId/messages.json', authed<{ Params: { sessionId: string }; Querystring: { after?: string } }>(async (request, reply, session) => {
+    const transcript = await readTranscript(ctx, session.userId, request.params.sessionId, request.query.after);
+    if (!transcript) return reply.code(404).send({ error: 'session_not_found' });
+    return reply.send(transcript);
+  }));
+}
+
+/** A transcript the user may read, or null (missing, someone else's, or a malformed id). */
+export async function readTranscript(ctx: WebContext, userId: string, sessionId: string, after?: string): Promise<TranscriptResult | null> {
+  if (!looksLikeId('session', sessionId)) return null;
+  try {
+    return await ctx.services.conversations.transcript(userId, sessionId, { limit: PAGE_SIZE, ...(after ? { after } : {}) });
+  } catch (error) {
+    if (error instanceof Problem && (error.status === 404 || error.code === 'validation_failed')) return null;
+    throw error;
+  }
+}
+
+export type TranscriptMessage = TranscriptResult['messages'][number];
+
+export function messageList(messages: TranscriptMessage[], agentName: string): SafeHtml {
+  return html`<ol class="chat-log" data-chat-log aria-live="polite" aria-label="Transcript">
+    ${messages.length === 0 ? html`<li class="muted empty">No messages yet.</li>` : ''}
+    ${messages.map((m) => messageItem(m, agentName))}
+  </ol>`;
+}
+
+export function messageItem(m: TranscriptMessage, agentName: string): SafeHtml {
+  return html`<li class="msg msg-${m.role}${m.error ? ' msg-error' : ''}" data-ts="${m.ts}">
+    <div class="msg-meta"><span class="msg-who">${m.role === 'user' ? 'You' : agentName}</span> ${time(m.ts)}${m.error ? html` <span class="badge badge-error">${m.error}</span>` : ''}</div>
+    <div class="msg-text">${m.text}</div>
+  </li>`;
+}

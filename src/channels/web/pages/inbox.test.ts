@@ -1,0 +1,163 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { API, startTestApp, type TestApp, type TestUser } from '../../../testing/harness.ts';
+import { WebClient } from '../web-client.test-helper.ts';
+
+let t: TestApp;
+before(async () => { t = await startTestApp(); });
+after(async () => { await t.close(); });
+
+interface Sent { session_id: string; reply: string }
+
+async function say(user: TestUser, text: string, sessionId?: string): Promise<Sent> {
+  const res = await t.inject({ method: 'POST', url: `${API}/messages`, headers: user.auth, payload: { text, ...(sessionId ? { session_id: sessionId } : {}) } });
+  assert.equal(res.statusCode, 200, res.body);
+  return res.json();
+}
+
+async function signedIn(): Promise<{ user: TestUser & { agentId: string }; web: WebClient }> {
+  const user = await t.userWithAgent({ agentName: 'Inbox bot' });
+  const web = new WebClient(t);
+  await web.login(user.email, user.password);
+  return { user, web };
+}
+
+/** Waits until the session's transcript has an agent turn with this text. */
+async function agentSays(user: TestUser, sessionId: string, text: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const { messages } = await t.runtime.services.conversations.transcript(user.id, sessionId, { limit: 200 });
+    if (messages.some((m) => m.role === 'agent' && m.text === text)) return;
+    if (Date.now() > deadline) throw new Error(`no agent turn "${text}" in ${JSON.stringify(messages)}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const opIdIn = (reply: string) => /op_[A-Za-z0-9]+/.exec(reply)![0];
+const reqIdIn = (reply: string) => /req_[A-Za-z0-9]+/.exec(reply)![0];
+
+test('happy: an empty inbox says so', async () => {
+  const { web } = await signedIn();
+  const res = await web.get('/inbox');
+  assert.equal(res.statusCode, 200);
+  assert.match(res.body, /Nothing to approve/);
+  assert.match(res.body, /No open questions/);
+});
+
+test('happy: approve a pending action; the agent carries on', async () => {
+  const { user, web } = await signedIn();
+  const sent = await say(user, '!action email Send the report');
+  const op = opIdIn(sent.reply);
+  const page = await web.get('/inbox');
+  assert.match(page.body, new RegExp(`<li class="card item" id="${op}">`));
+  assert.match(page.body, /<strong class="item-title">Send the report<\/strong>/);
+  assert.match(page.body, /<span class="badge badge-kind">email<\/span>/);
+  const res = await web.post(`/inbox/actions/${op}`, { decision: 'approve', reason: '' });
+  assert.equal(res.statusCode, 303);
+  const after = await web.get(String(res.headers.location));
+  assert.match(after.body, /Approved\. The agent carries on\./);
+  assert.match(after.body, /Nothing to approve/);
+  await agentSays(user, sent.session_id, 'Done: Send the report');
+});
+
+test('happy: approve all of this kind approves the other pending ones of the same agent', async () => {
+  const { user, web } = await signedIn();
+  const first = await say(user, '!action email First mail');
+  const second = await say(user, '!action email Second mail');
+  const other = await say(user, '!action sms A text message');
+  await web.get('/inbox');
+  const res = await web.post(`/inbox/actions/${opIdIn(first.reply)}`, { decision: 'approve_same_type' });
+  assert.equal(res.statusCode, 303);
+  const after = await web.get(String(res.headers.location));
+  assert.match(after.body, /Approved 2 actions/);
+  assert.ok(!after.body.includes(opIdIn(second.reply)));
+  assert.ok(after.body.includes(opIdIn(other.reply)), 'another kind stays pending');
+  await agentSays(user, second.session_id, 'Done: Second mail');
+});
+
+test('happy: reject with a reason re-plans, without one the mission stops', async () => {
+  const { user, web } = await signedIn();
+  const a = await say(user, '!action email Mail the board');
+  const b = await say(user, '!action payment Pay the invoice');
+  await web.get('/inbox');
+  const withReason = await web.post(`/inbox/actions/${opIdIn(a.reply)}`, { decision: 'reject', reason: 'not before Monday' });
+  assert.equal(withReason.statusCode, 303);
+  assert.match((await web.get(String(withReason.headers.location))).body, /Rejected\. The agent has been told\./);
+  await agentSays(user, a.session_id, 'Re-planned: not before Monday');
+  await web.post(`/inbox/actions/${opIdIn(b.reply)}`, { decision: 'reject', reason: '' });
+  await agentSays(user, b.session_id, 'Stopped.');
+});
+
+test('happy/error: a refused answer shows the agent\'s reason and keeps the question open; a fitting one is accepted', async () => {
+  const { user, web } = await signedIn();
+  const asked = await say(user, '!ask yesno Proceed with the launch?');
+  const req = reqIdIn(asked.reply);
+  const page = await web.get('/inbox');
+  assert.match(page.body, /<strong class="item-title">Proceed with the launch\?<\/strong>/);
+  assert.match(page.body, /asked of you/);
+  const refused = await web.post(`/inbox/questions/${req}`, { text: 'perhaps' });
+  assert.equal(refused.statusCode, 422);
+  assert.match(refused.body, new RegExp(`id="answer-${req}-error" role="alert">Not accepted: [^<]+`));
+  assert.match(refused.body, /value="perhaps"/, 'the answer stays in the field');
+  assert.ok(refused.body.includes(`id="${req}"`), 'the question is still open');
+  const accepted = await web.post(`/inbox/questions/${req}`, { text: 'yes' });
+  assert.equal(accepted.statusCode, 303);
+  const after = await web.get(String(accepted.headers.location));
+  assert.match(after.body, /Answer accepted/);
+  assert.match(after.body, /No open questions/);
+  await agentSays(user, asked.session_id, 'Noted: yes');
+});
+
+test('error: a settled action and an unknown decision are explained', async () => {
+  const { user, web } = await signedIn();
+  const sent = await say(user, '!action email Once only');
+  const op = opIdIn(sent.reply);
+  await web.get('/inbox');
+  assert.equal((await web.post(`/inbox/actions/${op}`, { decision: 'approve' })).statusCode, 303);
+  await web.get('/inbox');
+  const again = await web.post(`/inbox/actions/${op}`, { decision: 'approve' });
+  assert.equal(again.statusCode, 409);
+  assert.match(again.body, /already settled/);
+  const weird = await web.post(`/inbox/actions/${op}`, { decision: 'maybe' });
+  assert.equal(weird.statusCode, 422);
+  const blank = await say(user, '!ask text What colour?');
+  const empty = await web.post(`/inbox/questions/${reqIdIn(blank.reply)}`, { text: '  ' });
+  assert.equal(empty.statusCode, 422);
+  assert.match(empty.body, /Write an answer first/);
+});
+
+test("security: another account's action and question are not found and stay unsettled", async () => {
+  const owner = await t.userWithAgent();
+  const action = await say(owner, '!action email Private mail');
+  const question = await say(owner, '!ask yesno Private question?');
+  const { web } = await signedIn();
+  const page = await web.get('/inbox');
+  assert.ok(!page.body.includes('Private mail'));
+  assert.ok(!page.body.includes('Private question'));
+  const decide = await web.post(`/inbox/actions/${opIdIn(action.reply)}`, { decision: 'approve' });
+  assert.equal(decide.statusCode, 404);
+  assert.match(decide.body, /no pending action with this id/);
+  const answer = await web.post(`/inbox/questions/${reqIdIn(question.reply)}`, { text: 'yes' });
+  assert.equal(answer.statusCode, 404);
+  const { actions } = await t.runtime.services.missions.listActions(owner.id);
+  const { questions } = await t.runtime.services.missions.listQuestions(owner.id);
+  assert.equal(actions.length, 1);
+  assert.equal(questions.length, 1);
+});
+
+test('security: HTML in action summaries and question texts is escaped; decisions need the token', async () => {
+  const { user, web } = await signedIn();
+  const sent = await say(user, '!action email <script>alert(1)</script>');
+  await say(user, '!ask text <img src=x onerror=alert(2)>?');
+  const page = await web.get('/inbox');
+  assert.ok(!page.body.includes('<script>alert(1)'));
+  assert.ok(!page.body.includes('<img src=x'));
+  assert.ok(page.body.includes('&lt;script&gt;alert(1)&lt;/script&gt;'));
+  assert.ok(page.body.includes('&lt;img src=x onerror=alert(2)&gt;?'));
+  web.csrf = 'nope';
+  const forged = await web.post(`/inbox/actions/${opIdIn(sent.reply)}`, { decision: 'approve' });
+  assert.equal(forged.statusCode, 403);
+  const cross = await web.post(`/inbox/actions/${opIdIn(sent.reply)}`, { decision: 'approve' }, { 'sec-fetch-site': 'cross-site' });
+  assert.equal(cross.statusCode, 403);
+  assert.equal((await t.runtime.services.missions.listActions(user.id)).actions.length, 1, 'still pending');
+});

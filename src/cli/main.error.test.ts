@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { runCli } from '../testing/cli.ts';
+import { databaseEnv, freshDatabase, type TestDatabase } from '../testing/harness.ts';
+
+let database: TestDatabase;
+let env: Record<string, string>;
+before(async () => {
+  database = await freshDatabase();
+  env = { ...databaseEnv(database), SCRYPT_COST_LOG2: '10' };
+  const setup = await runCli(env, 'users', 'create', '--email', 'someone@example.test', '--password', 'correct horse');
+  assert.equal(setup.code, 0, setup.stderr);
+});
+after(async () => { await database.drop(); });
+
+const failures: Array<[string, string[], RegExp]> = [
+  ['an unknown command', ['frobnicate', 'now'], /unknown command/],
+  ['an unknown flag', ['users', 'create', '--email', 'x@example.test', '--password', 'correct horse', '--colour', 'red'], /colour/],
+  ['a missing required flag', ['keys', 'create', '--email', 'someone@example.test'], /--label is required/],
+  ['an invalid email', ['users', 'create', '--email', 'not-an-email', '--password', 'correct horse'], /email/],
+  ['an email already registered', ['users', 'create', '--email', 'someone@example.test', '--password', 'correct horse'], /already registered/],
+  ['a plan that does not exist', ['users', 'create', '--email', 'p@example.test', '--password', 'correct horse', '--plan', 'gold'], /--plan/],
+  ['an unknown user', ['keys', 'list', '--email', 'nobody@example.test'], /nobody@example\.test/],
+  ['a rate limit out of range', ['keys', 'create', '--email', 'someone@example.test', '--label', 'x', '--rate-limit', '0'], /rate_limit/],
+  ['a rate limit that is not a number', ['keys', 'create', '--email', 'someone@example.test', '--label', 'x', '--rate-limit', 'lots'], /whole number/],
+  ['revoking a key that does not exist', ['keys', 'revoke', '--email', 'someone@example.test', '--key-id', 'NoSuchKey0000000'], /key/i],
+  ['enabling a key that does not exist', ['keys', 'enable', '--key-id', 'NoSuchKey0000000'], /key/i],
+  ['a role that does not exist', ['workspaces', 'add-member', '--workspace', 'wsp_x', '--email', 'someone@example.test', '--role', 'owner'], /--role/],
+  ['an unknown workspace', ['workspaces', 'add-member', '--workspace', 'wsp_nope', '--email', 'someone@example.test', '--role', 'member'], /workspace/i],
+];
+
+for (const [what, args, message] of failures) {
+  test(`${what}: a message on stderr, nothing on stdout, a non-zero exit`, async () => {
+    const result = await runCli(env, ...args);
+    assert.notEqual(result.code, 0);
+    assert.equal(result.stdout, '');
+    assert.match(result.stderr, message);
+    assert.doesNotMatch(result.stderr, /\n\s+at .+:\d+:\d+/, 'no stack trace');
+  });
+}
+
+test('a second agent on the free plan is refused with the plan\'s reason', async () => {
+  assert.equal((await runCli(env, 'agents', 'create', '--email', 'someone@example.test', '--name', 'one')).code, 0);
+  const second = await runCli(env, 'agents', 'create', '--email', 'someone@example.test', '--name', 'two');
+  assert.notEqual(second.code, 0);
+  assert.equal(second.stdout, '');
+  assert.match(second.stderr, /plan/);
+});

@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { hashSecret, parseApiKey } from '../domain/api-key.ts';
+import { runCli } from '../testing/cli.ts';
+import { databaseEnv, freshDatabase, type TestDatabase } from '../testing/harness.ts';
+import { openStore, type Store } from '../store/store.ts';
+
+let database: TestDatabase;
+let env: Record<string, string>;
+let store: Store;
+before(async () => {
+  database = await freshDatabase();
+  env = { ...databaseEnv(database), SCRYPT_COST_LOG2: '10' };
+  store = await openStore(env.DATABASE_URL!);
+});
+after(async () => { await store.close(); await database.drop(); });
+
+/** Runs a command that must succeed; returns its stdout. */
+async function ok(...args: string[]): Promise<string> {
+  const result = await runCli(env, ...args);
+  assert.equal(result.code, 0, `${args.join(' ')}: ${result.stderr}`);
+  assert.equal(result.stderr, '', args.join(' '));
+  return result.stdout;
+}
+
+test('users create prints the user id alone, and makes a personal workspace', async () => {
+  const out = await ok('users', 'create', '--email', 'Ada@Example.test', '--password', 'correct horse');
+  assert.match(out, /^usr_[A-Za-z0-9]+\n$/);
+  const user = await store.db.selectFrom('users').selectAll().where('id', '=', out.trim()).executeTakeFirstOrThrow();
+  assert.equal(user.email, 'ada@example.test');
+  assert.equal(user.plan, 'free');
+  const pro = (await ok('users', 'create', '--email', 'pro@example.test', '--password', 'correct horse', '--plan', 'pro')).trim();
+  assert.equal((await store.db.selectFrom('users').select('plan').where('id', '=', pro).executeTakeFirstOrThrow()).plan, 'pro');
+  assert.ok(await store.db.selectFrom('workspaces').select('id').where('personal_of', '=', pro).executeTakeFirst());
+});
+
+test('agents create prints the agent id alone, in the personal workspace or the one named', async () => {
+  const owner = (await ok('users', 'create', '--email', 'owner@example.test', '--password', 'correct horse', '--plan', 'pro')).trim();
+  const out = await ok('agents', 'create', '--email', 'owner@example.test', '--name', 'Helper');
+  assert.match(out, /^agt_[A-Za-z0-9]+\n$/);
+  const personal = (await store.db.selectFrom('workspaces').select('id').where('personal_of', '=', owner).executeTakeFirstOrThrow()).id;
+  const agent = await store.db.selectFrom('agents').selectAll().where('id', '=', out.trim()).executeTakeFirstOrThrow();
+  assert.deepEqual([agent.name, agent.workspace_id], ['Helper', personal]);
+
+  await ok('users', 'create', '--email', 'admin@example.test', '--password', 'correct horse', '--plan', 'pro');
+  assert.equal(await ok('workspaces', 'add-member', '--workspace', personal, '--email', 'admin@example.test', '--role', 'admin'), '');
+  const byAdmin = (await ok('agents', 'create', '--email', 'admin@example.test', '--name', 'Shared', '--workspace', personal)).trim();
+  assert.equal((await store.db.selectFrom('agents').select('workspace_id').where('id', '=', byAdmin).executeTakeFirstOrThrow()).workspace_id, personal);
+});
+
+test('keys create prints the whole key alone on one line; list, revoke, disable and enable print as specified', async () => {
+  await ok('users', 'create', '--email', 'keys@example.test', '--password', 'correct horse');
+  const out = await ok('keys', 'create', '--email', 'keys@example.test', '--label', 'laptop');
+  assert.match(out, /^ak_[A-Za-z0-9]+_[A-Za-z0-9]+\n$/);
+  const { keyId, secret } = parseApiKey(out.trim())!;
+  const row = await store.db.selectFrom('api_keys').selectAll().where('id', '=', keyId).executeTakeFirstOrThrow();
+  assert.deepEqual(Buffer.from(row.secret_hash), hashSecret(secret));
+  assert.equal(row.rate_limit, 60);
+
+  const limited = parseApiKey((await ok('keys', 'create', '--email', 'keys@example.test', '--label', 'ci', '--rate-limit', '5', '--expires-in-days', '7')).trim())!;
+  const limitedRow = await store.db.selectFrom('api_keys').selectAll().where('id', '=', limited.keyId).executeTakeFirstOrThrow();
+  assert.equal(limitedRow.rate_limit, 5);
+  assert.ok(Math.abs(Date.parse(limitedRow.expires_at!) - (Date.now() + 7 * 86_400_000)) < 60_000);
+
+  assert.equal(await ok('keys', 'disable', '--key-id', keyId), '');
+  assert.equal(await ok('keys', 'revoke', '--email', 'keys@example.test', '--key-id', limited.keyId), '');
+  const lines = (await ok('keys', 'list', '--email', 'keys@example.test')).trimEnd().split('\n');
+  assert.equal(lines.length, 2);
+  const fields = Object.fromEntries(lines.map((line) => { const f = line.split('\t'); return [f[0], f]; }));
+  assert.deepEqual(fields[keyId], [keyId, 'laptop', 'inactive', 'never', 'never']);
+  assert.deepEqual(fields[limited.keyId]!.slice(0, 4), [limited.keyId, 'ci', 'revoked', 'never']);
+  assert.equal(fields[limited.keyId]![4], limitedRow.expires_at);
+  assert.ok(!lines.join('\n').includes(secret) && !lines.join('\n').includes(limited.secret), 'list never shows a secret');
+
+  assert.equal(await ok('keys', 'enable', '--key-id', keyId), '');
+  assert.match((await ok('keys', 'list', '--email', 'keys@example.test')), new RegExp(`^${keyId}\tlaptop\tactive\t`, 'm'));
+  // A revoked key stays revoked: enable and disable succeed (exit 0, print nothing) and change nothing.
+  assert.equal(await ok('keys', 'enable', '--key-id', limited.keyId), '');
+  assert.equal(await ok('keys', 'disable', '--key-id', limited.keyId), '');
+  assert.match((await ok('keys', 'list', '--email', 'keys@example.test')), new RegExp(`^${limited.keyId}\tci\trevoked\t`, 'm'));
+});

@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { after, before, test } from 'node:test';
+import { CLI_PATH, runCli } from '../testing/cli.ts';
+import { API, databaseEnv, freshDatabase, type TestDatabase } from '../testing/harness.ts';
+
+/**
+ * `agent-channel serve` as a real child process, with the operator CLI changing the same
+ * database while it runs; its JSON log output is captured whole.
+ */
+let database: TestDatabase;
+let env: Record<string, string>;
+let server: ChildProcess;
+let baseUrl: string;
+let logs = '';
+
+before(async () => {
+  database = await freshDatabase();
+  env = { ...databaseEnv(database), SCRYPT_COST_LOG2: '10' };
+  server = spawn(process.execPath, [CLI_PATH, 'serve'], {
+    env: { ...process.env, ...env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'debug' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  server.stdout!.setEncoding('utf8').on('data', (chunk: string) => { logs += chunk; });
+  server.stderr!.setEncoding('utf8').on('data', (chunk: string) => { logs += chunk; });
+  baseUrl = await new Promise<string>((resolve, reject) => {
+    const watch = () => {
+      const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(logs);
+      if (match) { server.stdout!.off('data', watch); resolve(match[1]!); }
+    };
+    server.stdout!.on('data', watch);
+    server.once('exit', (code) => reject(new Error(`server exited with ${code}: ${logs}`)));
+  });
+});
+
+after(async () => {
+  if (server.exitCode === null) {
+    await new Promise((resolve) => { server.once('exit', resolve); server.kill('SIGTERM'); });
+  }
+  await database.drop();
+});
+
+async function cli(...args: string[]): Promise<string> {
+  const result = await runCli(env, ...args);
+  assert.equal(result.code, 0, `${args.join(' ')}: ${result.stderr}`);
+  return result.stdout.trim();
+}
+
+const listAgents = (key: string) => fetch(`${baseUrl}${API}/agents`, { headers: { authorization: `Bearer ${key}` } });
+
+let key = '';
+
+test('the CLI works against the database while the server runs, and the server sees its changes at once', async () => {
+  await cli('users', 'create', '--email', 'live@example.test', '--password', 'correct horse');
+  const agentId = await cli('agents', 'create', '--email', 'live@example.test', '--name', 'Live agent');
+  key = await cli('keys', 'create', '--email', 'live@example.test', '--label', 'live');
+  const keyId = key.split('_')[1]!;
+
+  const listed = await listAgents(key);
+  assert.equal(listed.status, 200);
+  assert.deepEqual((await listed.json() as { agents: Array<{ agent_id: string }> }).agents.map((a) => a.agent_id), [agentId]);
+
+  await cli('keys', 'disable', '--key-id', keyId);
+  assert.equal((await listAgents(key)).status, 401);
+  await cli('keys', 'enable', '--key-id', keyId);
+  assert.equal((await listAgents(key)).status, 200);
+  await cli('keys', 'revoke', '--email', 'live@example.test', '--key-id', keyId);
+  assert.equal((await listAgents(key)).status, 401, 'revoked by another process: refused on the very next request');
+});
+
+test('the server logs each request with its id, and never the Authorization header or a secret', async () => {
+  assert.ok(key, 'the previous test made a key');
+  const wrong = `${key.slice(0, -4)}ABCD`;
+  const res = await fetch(`${baseUrl}${API}/agents`, { headers: { authorization: `Bearer ${wrong}`, cookie: 'session=top-secret-cookie' } });
+  assert.equal(res.status, 401);
+  const requestId = res.headers.get('x-request-id')!;
+  await new Promise((resolve) => { server.once('exit', resolve); server.kill('SIGTERM'); }); // flushes the log
+
+  const lines = logs.trim().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
+  assert.ok(lines.some((line) => line.reqId === requestId), 'the request id is in the log');
+  const secret = key.split('_')[2]!;
+  for (const needle of [secret, wrong.split('_')[2]!, 'Bearer ak_', 'top-secret-cookie']) {
+    assert.ok(!logs.includes(needle), `the log must not contain ${needle.slice(0, 12)}…`);
+  }
+});

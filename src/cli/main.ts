@@ -1,0 +1,133 @@
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../config.ts';
+import { Problem } from '../domain/problems.ts';
+import { createRuntime } from '../runtime.ts';
+import type { Services } from '../services/services.ts';
+
+const USAGE = `agent-channel <command> [flags]
+
+  serve                                             run the server (the default)
+  users create --email E --password P [--plan free|pro]
+  agents create --email E --name N [--workspace W]
+  keys create --email E --label L [--rate-limit N] [--expires-in-days D]
+  keys list --email E
+  keys revoke --email E --key-id K
+  keys disable --key-id K
+  keys enable --key-id K
+  workspaces add-member --workspace W --email E --role member|admin
+
+DATABASE_URL selects the database (default sqlite:./data/agent-channel.db).`;
+
+type Flags = Record<string, string | undefined>;
+type Command = (services: Services, flags: Flags, out: (line: string) => void) => Promise<void>;
+
+function required(flags: Flags, name: string): string {
+  const value = flags[name];
+  if (value === undefined || value === '') throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+function optionalInt(flags: Flags, name: string): number | undefined {
+  const value = flags[name];
+  if (value === undefined) return undefined;
+  if (!/^-?\d+$/.test(value)) throw new UsageError(`--${name} must be a whole number`);
+  return Number(value);
+}
+
+class UsageError extends Error {}
+
+const COMMANDS: Record<string, Command> = {
+  'users create': async (s, f, out) => {
+    const plan = f.plan ?? 'free';
+    if (plan !== 'free' && plan !== 'pro') throw new UsageError('--plan must be free or pro');
+    const user = await s.accounts.createUser({ email: required(f, 'email'), password: required(f, 'password'), plan });
+    out(user.id);
+  },
+  'agents create': async (s, f, out) => {
+    const user = await s.accounts.requireByEmail(required(f, 'email'));
+    const agent = await s.agents.create(user.id, { agent_name: required(f, 'name'), workspace_id: f.workspace });
+    out(agent.agent_id);
+  },
+  'keys create': async (s, f, out) => {
+    const user = await s.accounts.requireByEmail(required(f, 'email'));
+    const { token } = await s.keys.create(user.id, {
+      label: required(f, 'label'), rate_limit: optionalInt(f, 'rate-limit'), expires_in_days: optionalInt(f, 'expires-in-days'),
+    });
+    out(token);
+  },
+  'keys list': async (s, f, out) => {
+    const user = await s.accounts.requireByEmail(required(f, 'email'));
+    for (const key of await s.keys.list(user.id)) {
+      out([key.key_id, key.label, key.status, key.last_used_at ?? 'never', key.expires_at ?? 'never'].join('\t'));
+    }
+  },
+  'keys revoke': async (s, f) => {
+    const user = await s.accounts.requireByEmail(required(f, 'email'));
+    await s.keys.revoke(user.id, required(f, 'key-id'));
+  },
+  'keys disable': async (s, f) => {
+    await s.keys.setEnabled(required(f, 'key-id'), false);
+  },
+  'keys enable': async (s, f) => {
+    await s.keys.setEnabled(required(f, 'key-id'), true);
+  },
+  'workspaces add-member': async (s, f) => {
+    const role = required(f, 'role');
+    if (role !== 'member' && role !== 'admin') throw new UsageError('--role must be member or admin');
+    await s.accounts.addMember({ workspaceId: required(f, 'workspace'), email: required(f, 'email'), role });
+  },
+};
+
+const FLAG_NAMES = ['email', 'password', 'plan', 'name', 'workspace', 'label', 'rate-limit', 'expires-in-days', 'key-id', 'role'];
+
+/** Runs one CLI command; returns the exit code. Output on stdout, errors on stderr. */
+export async function run(argv: string[]): Promise<number> {
+  const words = argv.filter((a) => !a.startsWith('-'));
+  if (argv.includes('--help') || argv.includes('-h') || words[0] === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  if (words.length === 0 || words[0] === 'serve') {
+    const { serve } = await import('../main.ts');
+    await serve();
+    return 0;
+  }
+  const name = `${words[0]} ${words[1] ?? ''}`.trim();
+  const command = COMMANDS[name];
+  if (!command) {
+    process.stderr.write(`unknown command "${name}"\n\n${USAGE}\n`);
+    return 2;
+  }
+  let flags: Flags;
+  try {
+    const parsed = parseArgs({
+      args: argv.slice(2),
+      options: Object.fromEntries(FLAG_NAMES.map((n) => [n, { type: 'string' as const }])),
+      strict: true,
+      allowPositionals: false,
+    });
+    flags = parsed.values as Flags;
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n`);
+    return 2;
+  }
+  // The CLI shares the server's services but runs no turns and needs no shared rate limiter.
+  const runtime = await createRuntime({ ...loadConfig(), rateLimitStore: 'memory' });
+  try {
+    await command(runtime.services, flags, (line) => process.stdout.write(`${line}\n`));
+    return 0;
+  } catch (error) {
+    if (error instanceof UsageError) {
+      process.stderr.write(`${error.message}\n`);
+      return 2;
+    }
+    if (error instanceof Problem) {
+      process.stderr.write(`error: ${error.message}\n`);
+      return 1;
+    }
+    process.stderr.write(`error: ${(error as Error).message}\n`);
+    return 1;
+  } finally {
+    await runtime.close();
+  }
+}

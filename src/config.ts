@@ -1,0 +1,67 @@
+import { DEFAULT_DATABASE_URL } from './store/store.ts';
+
+/** Every server setting, read from the environment once. README lists each of them. */
+export interface Config {
+  port: number;
+  host: string;
+  databaseUrl: string;
+  logLevel: string;
+  waitCeilingMs: number;
+  duplicateWindowMs: number;
+  idempotencyTtlMs: number;
+  defaultRateLimitPerMinute: number;
+  maxRateLimitPerMinute: number;
+  rateLimitStore: 'memory' | 'redis';
+  redisUrl: string;
+  freeAgentLimit: number;
+  proAgentLimit: number;
+  agentConcurrency: number;
+  runnerConcurrency: number;
+  leaseMs: number;
+  shutdownGraceMs: number;
+  scryptCostLog2: number;
+  webSessionIdleMinutes: number;
+  trustProxy: boolean;
+  instanceId: string;
+}
+
+function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new Error(`${name} must be an integer between ${min} and ${max} (got "${raw}")`);
+  }
+  return value;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const maxRateLimitPerMinute = int(env, 'MAX_RATE_LIMIT_PER_MINUTE', 10_000, 1, 100_000_000);
+  const rateLimitStore = env.RATE_LIMIT_STORE ?? 'memory';
+  if (rateLimitStore !== 'memory' && rateLimitStore !== 'redis') {
+    throw new Error(`RATE_LIMIT_STORE must be "memory" or "redis" (got "${rateLimitStore}")`);
+  }
+  return {
+    port: int(env, 'PORT', 8080, 0, 65535),
+    host: env.HOST || '127.0.0.1',
+    databaseUrl: env.DATABASE_URL || DEFAULT_DATABASE_URL,
+    logLevel: env.LOG_LEVEL || 'info',
+    waitCeilingMs: int(env, 'WAIT_CEILING_MS', 25_000, 0, 600_000),
+    duplicateWindowMs: int(env, 'DUPLICATE_WINDOW_MS', 10_000, 0, 3_600_000),
+    idempotencyTtlMs: int(env, 'IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 30) * 3_600_000,
+    defaultRateLimitPerMinute: int(env, 'DEFAULT_RATE_LIMIT_PER_MINUTE', 60, 1, maxRateLimitPerMinute),
+    maxRateLimitPerMinute,
+    rateLimitStore,
+    redisUrl: env.REDIS_URL || 'redis://127.0.0.1:6379',
+    freeAgentLimit: int(env, 'FREE_PLAN_AGENT_LIMIT', 1, 0, 1_000_000),
+    proAgentLimit: int(env, 'PRO_PLAN_AGENT_LIMIT', 100, 0, 1_000_000),
+    agentConcurrency: int(env, 'AGENT_CONCURRENCY', 1, 1, 1000),
+    runnerConcurrency: int(env, 'RUNNER_CONCURRENCY', 16, 1, 10_000),
+    leaseMs: int(env, 'JOB_LEASE_MS', 15_000, 1_000, 3_600_000),
+    shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    scryptCostLog2: int(env, 'SCRYPT_COST_LOG2', 17, 10, 20),
+    webSessionIdleMinutes: int(env, 'WEB_SESSION_IDLE_MINUTES', 120, 1, 60 * 24 * 30),
+    trustProxy: env.TRUST_PROXY === 'true',
+    instanceId: env.INSTANCE_ID || `${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
+  };
+}

@@ -1,0 +1,86 @@
+/** Problem codes of the contract (§0) and the one error type every layer throws. */
+
+export const PROBLEMS = {
+  malformed_json: { status: 400, title: 'Malformed JSON' },
+  unauthorized: { status: 401, title: 'Unauthorized' },
+  forbidden: { status: 403, title: 'Forbidden' },
+  agent_limit_reached: { status: 403, title: 'Agent limit reached' },
+  session_not_found: { status: 404, title: 'Session not found' },
+  agent_not_found: { status: 404, title: 'Agent not found' },
+  workspace_not_found: { status: 404, title: 'Workspace not found' },
+  not_found: { status: 404, title: 'Not found' },
+  idempotency_key_in_use: { status: 409, title: 'Idempotency key in use' },
+  payload_too_large: { status: 413, title: 'Payload too large' },
+  unsupported_media_type: { status: 415, title: 'Unsupported media type' },
+  text_empty: { status: 422, title: 'Text is empty' },
+  text_too_long: { status: 422, title: 'Text is too long' },
+  agent_required: { status: 422, title: 'Agent required' },
+  idempotency_key_reused: { status: 422, title: 'Idempotency key reused' },
+  validation_failed: { status: 422, title: 'Validation failed' },
+  rate_limited: { status: 429, title: 'Too many requests' },
+  agent_failed: { status: 502, title: 'Agent failed' },
+  internal_error: { status: 500, title: 'Internal server error' },
+  service_unavailable: { status: 503, title: 'Service unavailable' },
+} as const;
+
+export type ProblemCode = keyof typeof PROBLEMS;
+
+export interface FieldError {
+  path: string;
+  message: string;
+}
+
+export class Problem extends Error {
+  readonly code: ProblemCode;
+  readonly status: number;
+  readonly title: string;
+  readonly extra: Record<string, unknown>;
+
+  constructor(code: ProblemCode, detail: string, extra: Record<string, unknown> = {}) {
+    super(detail);
+    this.name = 'Problem';
+    this.code = code;
+    this.status = PROBLEMS[code].status;
+    this.title = PROBLEMS[code].title;
+    this.extra = extra;
+  }
+
+  static validation(errors: FieldError[]): Problem {
+    const detail = errors.map((e) => `${e.path || '(body)'}: ${e.message}`).join('; ');
+    return new Problem('validation_failed', detail || 'The request is invalid.', { errors });
+  }
+}
+
+export const TEXT_MAX_LENGTH = 32_000;
+
+/** The contract's text rules: text_empty before text_too_long; returns the text as sent. */
+export function checkMessageText(text: unknown): string {
+  if (typeof text !== 'string' || text.trim() === '') {
+    throw new Problem('text_empty', '`text` is required and must be a non-blank string.');
+  }
+  // Characters are code points; only count them when UTF-16 length says it could be too long.
+  if (text.length > TEXT_MAX_LENGTH && [...text].length > TEXT_MAX_LENGTH) {
+    throw new Problem('text_too_long', `\`text\` is longer than ${TEXT_MAX_LENGTH} characters.`);
+  }
+  return text;
+}
+
+/**
+ * Where a parsed JSON body holds a string with U+0000 (PostgreSQL text cannot store it), as a
+ * dotted path; null when none does. Iterative, so a deeply nested body cannot overflow the stack.
+ */
+export function findNulCharacter(value: unknown): string | null {
+  const stack: Array<{ value: unknown; path: string }> = [{ value, path: '' }];
+  while (stack.length > 0) {
+    const { value: current, path } = stack.pop()!;
+    if (typeof current === 'string') {
+      if (current.includes('\u0000')) return path;
+    } else if (current !== null && typeof current === 'object') {
+      for (const [key, child] of Object.entries(current)) {
+        if (key.includes('\u0000')) return path ? `${path}.${key}` : key;
+        stack.push({ value: child, path: path ? `${path}.${key}` : key });
+      }
+    }
+  }
+  return null;
+}

@@ -1,0 +1,105 @@
+import { EventEmitter } from 'node:events';
+import { sql, type Transaction } from 'kysely';
+import pg from 'pg';
+import type { DB } from '../store/schema.ts';
+
+/** What instances tell each other: a job was enqueued (wake a runner) or finished (wake its waiter). */
+export type BusEvent =
+  | { type: 'job_enqueued'; agentId: string }
+  | { type: 'job_done'; jobId: number };
+
+/**
+ * The Bus port. `stage` runs inside the transaction that makes the event true; `committed`
+ * runs after it commits. In-process, only `committed` emits; on PostgreSQL, `stage` sends a
+ * NOTIFY that the server delivers at commit, to every instance (this one included).
+ */
+export interface Bus {
+  stage(trx: Transaction<DB>, event: BusEvent): Promise<void>;
+  committed(event: BusEvent): void;
+  on(listener: (event: BusEvent) => void): () => void;
+  close(): Promise<void>;
+}
+
+/** Delivery to this instance's listeners; both buses build on it. */
+abstract class LocalDelivery {
+  protected readonly emitter = new EventEmitter().setMaxListeners(0);
+
+  /** Local listeners hear it now (on PostgreSQL the NOTIFY echo that follows is harmless: wake-ups are idempotent). */
+  committed(event: BusEvent): void {
+    this.emitter.emit('event', event);
+  }
+
+  on(listener: (event: BusEvent) => void): () => void {
+    this.emitter.on('event', listener);
+    return () => this.emitter.off('event', listener);
+  }
+}
+
+export class InProcessBus extends LocalDelivery implements Bus {
+  async stage(): Promise<void> {}
+
+  async close(): Promise<void> {
+    this.emitter.removeAllListeners();
+  }
+}
+
+/** LISTEN/NOTIFY on one dedicated connection; reconnects and reports the gap so runners re-scan. */
+export class PostgresBus extends LocalDelivery implements Bus {
+  private readonly channel: string;
+  private client: pg.Client | null = null;
+  private closed = false;
+  private readonly connectionString: string;
+  private readonly onReconnect: () => void;
+
+  private constructor(connectionString: string, schema: string | null, onReconnect: () => void) {
+    super();
+    this.connectionString = connectionString;
+    this.channel = `agent_channel_${schema ?? 'public'}`;
+    this.onReconnect = onReconnect;
+  }
+
+  static async connect(connectionString: string, schema: string | null, onReconnect: () => void = () => {}): Promise<PostgresBus> {
+    const bus = new PostgresBus(connectionString, schema, onReconnect);
+    await bus.listen();
+    return bus;
+  }
+
+  private async listen(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.connectionString });
+    client.on('notification', (message) => {
+      if (message.channel !== this.channel || !message.payload) return;
+      try {
+        this.emitter.emit('event', JSON.parse(message.payload) as BusEvent);
+      } catch {
+        // not ours
+      }
+    });
+    client.on('error', () => this.reconnectSoon(client));
+    client.on('end', () => this.reconnectSoon(client));
+    await client.connect();
+    await client.query(`LISTEN "${this.channel}"`);
+    this.client = client;
+  }
+
+  private reconnectSoon(dead: pg.Client): void {
+    if (this.closed || this.client !== dead) return;
+    this.client = null;
+    const retry = () => {
+      if (this.closed) return;
+      this.listen().then(this.onReconnect, () => setTimeout(retry, 1000).unref());
+    };
+    setTimeout(retry, 200).unref();
+  }
+
+  async stage(trx: Transaction<DB>, event: BusEvent): Promise<void> {
+    await sql`select pg_notify(${this.channel}, ${JSON.stringify(event)})`.execute(trx);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.emitter.removeAllListeners();
+    const client = this.client;
+    this.client = null;
+    await client?.end().catch(() => {});
+  }
+}

@@ -1,0 +1,128 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+
+import { createRuntime } from '../runtime.ts';
+import { openStore } from '../store/store.ts';
+import { databaseEnv, freshDatabase, testConfig, type TestDatabase } from '../testing/harness.ts';
+import { startServerProcess, type ServerProcess } from '../testing/server-process.ts';
+
+/**
+ * The real server process, killed with SIGKILL while turns are mid-work, restarted: every
+ * reply must land in its transcript exactly once. SIGTERM: running turns finish within the
+ * grace period; what is cut off resumes at the next start.
+ */
+
+const API = '/api/v1/api-channel';
+let database: TestDatabase;
+let env: Record<string, string>;
+let key: string;
+let agentIds: string[];
+
+before(async () => {
+  database = await freshDatabase();
+  env = { ...databaseEnv(database), WAIT_CEILING_MS: '200', JOB_LEASE_MS: '1500', SHUTDOWN_GRACE_MS: '3000' };
+  const runtime = await createRuntime(testConfig(database), database.pgSchema ? { pgSchema: database.pgSchema } : {});
+  const user = await runtime.services.accounts.createUser({ email: 'crash@example.test', password: 'a long password', plan: 'pro' });
+  agentIds = [];
+  for (let i = 0; i < 3; i++) agentIds.push((await runtime.services.agents.create(user.id, { agent_name: `Agent ${i}` })).agent_id);
+  key = (await runtime.services.keys.create(user.id, { label: 'crash test', rate_limit: 10_000 })).token;
+  await runtime.close();
+});
+after(async () => { await database.drop(); });
+
+async function post(server: ServerProcess, body: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(`${server.url}${API}/messages`, {
+    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers }, body: JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() as any };
+}
+
+async function transcriptOf(server: ServerProcess, sessionId: string) {
+  const res = await fetch(`${server.url}${API}/sessions/${sessionId}/messages?limit=200`, { headers: { authorization: `Bearer ${key}` } });
+  return await res.json() as any;
+}
+
+async function untilIdle(server: ServerProcess, sessionIds: string[], timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const pages = await Promise.all(sessionIds.map((id) => transcriptOf(server, id)));
+    if (pages.every((p) => p.status === 'idle')) return pages;
+    if (Date.now() > deadline) throw new Error(`sessions never went idle: ${JSON.stringify(pages.map((p) => p.status))}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+test('SIGKILL mid-turn, restart: every reply lands exactly once', { timeout: 90_000 }, async () => {
+  let server = await startServerProcess(env);
+  const sent: { sessionId: string; expected: string }[] = [];
+  try {
+    // Per agent: one turn running (a long sleep) and two queued behind it.
+    for (let round = 0; round < 3; round++) {
+      for (const [i, agentId] of agentIds.entries()) {
+        const word = `reply-${round}-${i}`;
+        const res = await post(server, { text: `!sleep ${round === 0 ? 2500 : 300} ${word}`, agent_id: agentId });
+        assert.equal(res.status, 202, JSON.stringify(res.body));
+        sent.push({ sessionId: res.body.session_id, expected: `You said: ${word}` });
+      }
+    }
+    const statuses = await Promise.all(sent.map((s) => transcriptOf(server, s.sessionId).then((p) => p.status)));
+    assert.ok(statuses.includes('processing') && statuses.includes('queued'), `mid-work: ${statuses.join(',')}`);
+  } finally {
+    const gone = await server.kill('SIGKILL');
+    assert.equal(gone.signal, 'SIGKILL');
+  }
+
+  server = await startServerProcess(env);
+  try {
+    const pages = await untilIdle(server, sent.map((s) => s.sessionId));
+    for (const [i, page] of pages.entries()) {
+      const replies = page.messages.filter((m: any) => m.role === 'agent');
+      assert.equal(replies.length, 1, `session ${i}: ${JSON.stringify(page.messages)}`);
+      assert.equal(replies[0].text, sent[i]!.expected);
+      assert.equal(replies[0].error, undefined);
+    }
+  } finally {
+    await server.kill('SIGTERM');
+  }
+});
+
+/** Starts a server, sends `text`, sends SIGTERM while the turn runs; returns what the database holds right after exit. */
+async function sigtermDuring(text: string, agentId: string, graceMs: number) {
+  const server = await startServerProcess({ ...env, SHUTDOWN_GRACE_MS: String(graceMs) });
+  const res = await post(server, { text, agent_id: agentId });
+  assert.equal(res.status, 202);
+  const exit = await server.kill('SIGTERM');
+  assert.equal(exit.code, 0, 'a graceful shutdown exits 0');
+  const store = await openStore(database.url, database.pgSchema ? { pgSchema: database.pgSchema } : {});
+  try {
+    const job = await store.db.selectFrom('jobs').select(['status']).where('session_id', '=', res.body.session_id).executeTakeFirstOrThrow();
+    const replies = await store.db.selectFrom('turns').select(['text']).where('session_id', '=', res.body.session_id).where('role', '=', 'agent').execute();
+    return { sessionId: res.body.session_id as string, jobStatus: job.status, replies: replies.map((r) => r.text) };
+  } finally {
+    await store.close();
+  }
+}
+
+async function repliesAfterRestart(sessionId: string): Promise<string[]> {
+  const again = await startServerProcess(env);
+  try {
+    const [page] = await untilIdle(again, [sessionId]);
+    return page.messages.filter((m: any) => m.role === 'agent').map((m: any) => m.text);
+  } finally {
+    await again.kill('SIGTERM');
+  }
+}
+
+test('SIGTERM: a running turn finishes within the grace period, before the process exits', { timeout: 60_000 }, async () => {
+  const atExit = await sigtermDuring('!sleep 800 finished before exit', agentIds[0]!, 5000);
+  assert.equal(atExit.jobStatus, 'done');
+  assert.deepEqual(atExit.replies, ['You said: finished before exit']);
+  assert.deepEqual(await repliesAfterRestart(atExit.sessionId), ['You said: finished before exit'], 'and it does not run again');
+});
+
+test('SIGTERM: a turn longer than the grace period is given back and completes once after restart', { timeout: 60_000 }, async () => {
+  const atExit = await sigtermDuring('!sleep 1500 after restart', agentIds[1]!, 200);
+  assert.equal(atExit.jobStatus, 'queued', 'given back to the queue');
+  assert.deepEqual(atExit.replies, []);
+  assert.deepEqual(await repliesAfterRestart(atExit.sessionId), ['You said: after restart']);
+});

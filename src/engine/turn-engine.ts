@@ -1,0 +1,435 @@
+import type { Transaction } from 'kysely';
+import type { DB, Job, JobKind } from '../store/schema.ts';
+import type { Store } from '../store/store.ts';
+import type { Bus, BusEvent } from './bus.ts';
+import {
+  claimInTransaction, enqueueJob, findClaimable, finishJob, getJob, releaseJob, renewLeases, requeueAllRunning, requeueExpired,
+} from './queue-sql.ts';
+
+/** Inside a transaction: run this once it has committed, or this if it rolled back. */
+export interface TxHooks {
+  afterCommit(fn: () => void): void;
+  onRollback(fn: () => void): void;
+}
+
+export type Stage = (event: BusEvent) => Promise<void>;
+export type TransactionWork<T> = (trx: Transaction<DB>, stage: Stage, hooks: TxHooks) => Promise<T>;
+
+/** The turn a finished job wrote, handed straight to waiters on this instance (no re-read). */
+export interface ReplyTurn {
+  text: string;
+  ts: string;
+}
+
+/** What finishing a job writes, inside the transaction that marks it done. */
+export type Finisher = (trx: Transaction<DB>, stage: Stage) => Promise<{
+  status: 'done' | 'failed';
+  replyTurnId: number | null;
+  reply?: ReplyTurn;
+}>;
+
+/** A finished (or still open) job, and its reply turn when this instance already knows it. */
+export interface JobState {
+  job: Job;
+  reply?: ReplyTurn;
+}
+
+/** The work itself (brain calls and their results) lives above the engine, in services. */
+export interface JobHandler {
+  /** Does the work. Must stop promptly (throwing) when `signal` aborts. */
+  run(job: Job, signal: AbortSignal): Promise<Finisher>;
+  /** What to record when run() threw, or the job kept crashing its runner. */
+  failure(job: Job, error: unknown): Finisher;
+}
+
+export interface TurnEngineOptions {
+  store: Store;
+  bus: Bus;
+  instanceId: string;
+  /** Units of work running at once per agent (the contract's "one turn at a time" is 1). */
+  perAgent: number;
+  /** Jobs this runner runs at once, across agents. */
+  concurrency: number;
+  leaseMs: number;
+  /** Safety-net scan for work, in case a wake-up was missed. */
+  pollMs?: number;
+  /** A job claimed this many times (its runner kept dying) is failed instead of retried. */
+  maxAttempts?: number;
+  onError?: (error: unknown, context: string) => void;
+}
+
+class LeaseLost extends Error {}
+
+/**
+ * The TurnEngine: a runner over the service's own `jobs` table, the same on SQLite and
+ * PostgreSQL. FIFO per agent, agents in parallel, leases renewed by a heartbeat, expired
+ * leases re-queued (a crashed instance's work resumes), finishing guarded by the lease so a
+ * reply lands exactly once.
+ */
+export class TurnEngine {
+  private readonly options: Required<Omit<TurnEngineOptions, 'onError'>> & Pick<TurnEngineOptions, 'onError'>;
+  private handler: JobHandler | null = null;
+  private readonly active = new Map<number, { controller: AbortController; settled: Promise<void> }>();
+  private readonly waiters = new Map<number, Set<(state?: JobState) => void>>();
+  /** Slots promised to jobs claimed inside a transaction that has not committed yet. */
+  private reserved = 0;
+  private readonly batch: Array<{ work: TransactionWork<unknown>; resolve(value: unknown): void; reject(error: unknown): void }> = [];
+  private flushing = false;
+  private readonly timers: NodeJS.Timeout[] = [];
+  private unsubscribe: (() => void) | null = null;
+  private filling = false;
+  private refill = false;
+  private started = false;
+  private stopping = false;
+
+  constructor(options: TurnEngineOptions) {
+    this.options = { pollMs: 1000, maxAttempts: 5, ...options };
+  }
+
+
+  setHandler(handler: JobHandler): void {
+    this.handler = handler;
+  }
+
+  /** Wakes waiters and runners for events from this or any other instance. */
+  private dispatch = (event: BusEvent): void => {
+    if (event.type === 'job_done') this.wakeWaiters(event.jobId);
+    this.kick();
+  };
+
+  private wakeWaiters(jobId: number, state?: JobState): void {
+    const waiting = this.waiters.get(jobId);
+    if (waiting) for (const wake of waiting) wake(state);
+  }
+
+  /** Recovers interrupted work, then runs jobs until stop(). Also safe to call without a handler (no runner). */
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    this.unsubscribe = this.options.bus.on(this.dispatch);
+    if (!this.handler) return;
+    const { db, dialect } = this.options.store;
+    // One SQLite file has one server: anything "running" there was cut off by a crash.
+    // On PostgreSQL other instances may be alive, so only expired leases are taken over.
+    if (dialect === 'sqlite') await requeueAllRunning(db);
+    else await requeueExpired(db);
+    const every = (ms: number, fn: () => Promise<unknown>) => {
+      const timer = setInterval(() => fn().catch((e) => this.options.onError?.(e, 'engine timer')), ms);
+      timer.unref();
+      this.timers.push(timer);
+    };
+    every(Math.max(200, Math.floor(this.options.leaseMs / 3)), () => renewLeases(db, this.options.instanceId, [...this.active.keys()], this.options.leaseMs));
+    every(Math.max(200, Math.floor(this.options.leaseMs / 2)), async () => {
+      if ((await requeueExpired(db)) > 0) this.kick();
+    });
+    every(this.options.pollMs, async () => this.kick());
+    this.kick();
+  }
+
+  /**
+   * Runs a transaction whose events are staged inside it and delivered after it commits.
+   * On SQLite, transactions that arrive while one is committing are grouped into the next
+   * one (each in its own savepoint, so one failing never affects another): one commit, and
+   * its file-system round trips, serve many requests. Nobody is answered before the commit.
+   */
+  async transact<T>(work: TransactionWork<T>): Promise<T> {
+    if (this.options.store.dialect !== 'sqlite') return this.transactAlone(work);
+    return new Promise<T>((resolve, reject) => {
+      this.batch.push({ work: work as TransactionWork<unknown>, resolve: resolve as (value: unknown) => void, reject });
+      this.flushBatches();
+    });
+  }
+
+  private async transactAlone<T>(work: TransactionWork<T>): Promise<T> {
+    const unit = new UnitHooks(this.options.bus);
+    try {
+      const result = await this.options.store.db.transaction().execute((trx) => work(trx, unit.stageIn(trx), unit));
+      unit.committed();
+      return result;
+    } catch (error) {
+      unit.rolledBack();
+      throw error;
+    }
+  }
+
+  private flushBatches(): void {
+    if (this.flushing) return;
+    this.flushing = true;
+    // Wait one turn of the event loop first: requests whose I/O is already in hand join this
+    // batch instead of each paying for a commit of its own.
+    void (async () => {
+      await new Promise((resolve) => setImmediate(resolve));
+      while (this.batch.length > 0) await this.runBatch(this.batch.splice(0, 100));
+    })().finally(() => {
+      this.flushing = false;
+      if (this.batch.length > 0) this.flushBatches();
+    });
+  }
+
+  private async runBatch(items: typeof this.batch): Promise<void> {
+    const units = items.map(() => new UnitHooks(this.options.bus));
+    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
+    let trx;
+    try {
+      trx = await this.options.store.db.startTransaction().execute();
+    } catch (error) {
+      for (const item of items) item.reject(error);
+      return;
+    }
+    for (const [i, item] of items.entries()) {
+      const name = `unit${i}`;
+      try {
+        const savepoint = await trx.savepoint(name).execute();
+        try {
+          const value = await item.work(savepoint, units[i]!.stageIn(savepoint), units[i]!);
+          await savepoint.releaseSavepoint(name).execute();
+          outcomes.push({ ok: true, value });
+        } catch (error) {
+          await savepoint.rollbackToSavepoint(name).execute();
+          outcomes.push({ ok: false, error });
+        }
+      } catch (error) {
+        outcomes.push({ ok: false, error });
+      }
+    }
+    try {
+      await trx.commit().execute();
+    } catch (error) {
+      await trx.rollback().execute().catch(() => {});
+      for (const [i, item] of items.entries()) {
+        units[i]!.rolledBack();
+        item.reject(error);
+      }
+      return;
+    }
+    for (const [i, item] of items.entries()) {
+      const outcome = outcomes[i]!;
+      if (outcome.ok) {
+        units[i]!.committed();
+        item.resolve(outcome.value);
+      } else {
+        units[i]!.rolledBack();
+        item.reject(outcome.error);
+      }
+    }
+  }
+
+  /**
+   * Enqueues a job inside the caller's transaction. When this runner has a free slot and the
+   * agent is free, the job is claimed in the same transaction and starts the moment it
+   * commits (no second transaction, no scan); otherwise runners are told there is work.
+   */
+  async enqueue(
+    trx: Transaction<DB>, stage: Stage, hooks: TxHooks,
+    job: { agentId: string; sessionId: string; userId: string; kind: JobKind; payload: unknown; userTurnId?: number | null },
+  ): Promise<number> {
+    const id = await enqueueJob(trx, job);
+    if (this.canRunMore()) {
+      this.reserved++;
+      const { dialect, pgSchema } = this.options.store;
+      const claimed = await claimInTransaction(trx, dialect, { id, agent_id: job.agentId }, this.options.instanceId,
+        this.options.leaseMs, this.options.perAgent, pgSchema ?? '');
+      if (claimed) {
+        hooks.afterCommit(() => {
+          this.reserved--;
+          this.launch(claimed);
+        });
+        hooks.onRollback(() => { this.reserved--; });
+        return id;
+      }
+      this.reserved--;
+    }
+    await stage({ type: 'job_enqueued', agentId: job.agentId });
+    return id;
+  }
+
+  private canRunMore(): boolean {
+    return !!this.handler && this.started && !this.stopping && this.active.size + this.reserved < this.options.concurrency;
+  }
+
+  /** Looks for startable work soon (coalesced). */
+  kick(): void {
+    if (!this.handler || !this.started || this.stopping) return;
+    if (this.filling) {
+      this.refill = true;
+      return;
+    }
+    this.filling = true;
+    setImmediate(() => {
+      this.fill().catch((e) => this.options.onError?.(e, 'claiming work')).finally(() => {
+        this.filling = false;
+        if (this.refill) {
+          this.refill = false;
+          this.kick();
+        }
+      });
+    });
+  }
+
+  private async fill(): Promise<void> {
+    const { db, dialect, pgSchema } = this.options.store;
+    while (this.canRunMore()) {
+      const free = this.options.concurrency - this.active.size - this.reserved;
+      if (free <= 0) return;
+      const candidates = await findClaimable(db, this.options.perAgent, free * 2);
+      if (candidates.length === 0) return;
+      let claimedAny = false;
+      for (const candidate of candidates) {
+        if (!this.canRunMore()) return;
+        const job = await this.transact((trx) => claimInTransaction(trx, dialect, candidate, this.options.instanceId,
+          this.options.leaseMs, this.options.perAgent, pgSchema ?? ''));
+        if (job) {
+          claimedAny = true;
+          this.launch(job);
+        }
+      }
+      if (!claimedAny) return;
+    }
+  }
+
+  private launch(job: Job): void {
+    const controller = new AbortController();
+    const settled = this.execute(job, controller.signal)
+      .catch((e) => this.options.onError?.(e, `job ${job.id}`))
+      .finally(() => {
+        this.active.delete(job.id);
+        this.kick();
+      });
+    this.active.set(job.id, { controller, settled });
+  }
+
+  private async execute(job: Job, signal: AbortSignal): Promise<void> {
+    const handler = this.handler!;
+    let finisher: Finisher;
+    if (job.attempts > this.options.maxAttempts) {
+      finisher = handler.failure(job, new Error(`gave up after ${job.attempts - 1} interrupted attempts`));
+    } else {
+      try {
+        finisher = await handler.run(job, signal);
+      } catch (error) {
+        if (signal.aborted) {
+          await releaseJob(this.options.store.db, job.id, this.options.instanceId);
+          return;
+        }
+        finisher = handler.failure(job, error);
+      }
+    }
+    try {
+      await this.finish(job, finisher);
+    } catch (error) {
+      // Lease lost: another runner took the job over and writes its result.
+      if (error instanceof LeaseLost) return;
+      // The outcome could not be written (its session is gone, say): record the failure
+      // instead, and failing even that, close the job with no turn rather than retry forever.
+      // If the database itself is away, this fails too and the lease brings the job back.
+      this.options.onError?.(error, `finishing job ${job.id}`);
+      try {
+        await this.finish(job, handler.failure(job, error));
+      } catch {
+        await this.finish(job, async () => ({ status: 'failed', replyTurnId: null }));
+      }
+    }
+  }
+
+  /** Writes a job's outcome and marks it finished, if this runner still holds its lease. */
+  private finish(job: Job, finisher: Finisher) {
+    return this.transact(async (trx, stage, hooks) => {
+      const outcome = await finisher(trx, stage);
+      const held = await finishJob(trx, job.id, this.options.instanceId, outcome.status, outcome.replyTurnId);
+      if (!held) throw new LeaseLost();
+      await stage({ type: 'job_done', jobId: job.id });
+      // Waiters on this instance get the outcome at once (no re-read); others re-read it.
+      hooks.afterCommit(() => this.wakeWaiters(job.id, {
+        job: { ...job, status: outcome.status, reply_turn_id: outcome.replyTurnId, lease_owner: null, lease_expires_at: null, finished_at: new Date().toISOString() },
+        ...(outcome.reply ? { reply: outcome.reply } : {}),
+      }));
+      return outcome;
+    });
+  }
+
+  /** The job once it has finished, or as it stands when `timeoutMs` runs out. */
+  async waitForJob(jobId: number, timeoutMs: number): Promise<JobState> {
+    const { db } = this.options.store;
+    let wake!: (state?: JobState) => void;
+    const woken = new Promise<JobState | undefined>((resolve) => { wake = resolve; });
+    let set = this.waiters.get(jobId);
+    if (!set) this.waiters.set(jobId, (set = new Set()));
+    set.add(wake);
+    const timer = setTimeout(wake, timeoutMs);
+    try {
+      const job = await getJob(db, jobId);
+      if (!job) throw new Error(`job ${jobId} does not exist`);
+      if (isFinished(job) || timeoutMs <= 0) return { job };
+      const state = await woken;
+      return state ?? { job: (await getJob(db, jobId))! };
+    } finally {
+      clearTimeout(timer);
+      set.delete(wake);
+      if (set.size === 0) this.waiters.delete(jobId);
+    }
+  }
+
+  /** Stops claiming; lets running jobs finish within `graceMs`; gives the rest back to the queue. */
+  async stop(graceMs: number): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    for (const timer of this.timers) clearInterval(timer);
+    const running = [...this.active.values()];
+    const allSettled = Promise.all(running.map((r) => r.settled));
+    let graceTimer: NodeJS.Timeout | undefined;
+    const graceOver = new Promise<'timeout'>((resolve) => { graceTimer = setTimeout(() => resolve('timeout'), graceMs); });
+    const outcome = await Promise.race([allSettled.then(() => 'done' as const), graceOver]);
+    clearTimeout(graceTimer);
+    if (outcome === 'timeout') {
+      for (const r of this.active.values()) r.controller.abort();
+      await Promise.race([Promise.all([...this.active.values()].map((r) => r.settled)), new Promise((r) => setTimeout(r, 5000).unref())]);
+    }
+    this.unsubscribe?.();
+    for (const set of this.waiters.values()) for (const wake of set) wake();
+    await new Promise<void>((resolve) => {
+      const check = () => (this.flushing ? setTimeout(check, 5) : resolve());
+      check();
+    });
+  }
+
+}
+
+export const isFinished = (job: Pick<Job, 'status'>): boolean => job.status === 'done' || job.status === 'failed';
+
+/** Events staged and callbacks registered by one unit of work, settled with its transaction. */
+class UnitHooks implements TxHooks {
+  private readonly events: BusEvent[] = [];
+  private readonly commitFns: Array<() => void> = [];
+  private readonly rollbackFns: Array<() => void> = [];
+  private readonly bus: Bus;
+
+  constructor(bus: Bus) {
+    this.bus = bus;
+  }
+
+  /** Records the event for delivery after commit, and lets the bus stage it in `trx` (NOTIFY). */
+  stageIn(trx: Transaction<DB>): Stage {
+    return async (event) => {
+      this.events.push(event);
+      await this.bus.stage(trx, event);
+    };
+  }
+
+  afterCommit(fn: () => void): void {
+    this.commitFns.push(fn);
+  }
+
+  onRollback(fn: () => void): void {
+    this.rollbackFns.push(fn);
+  }
+
+  /** Callbacks first: they may hand results to local waiters before bus events wake them bare. */
+  committed(): void {
+    for (const fn of this.commitFns) fn();
+    for (const event of this.events) this.bus.committed(event);
+  }
+
+  rolledBack(): void {
+    for (const fn of this.rollbackFns) fn();
+  }
+}

@@ -1,0 +1,27 @@
+import { buildApp } from './app.ts';
+import { loadConfig } from './config.ts';
+import { createRuntime } from './runtime.ts';
+
+/** `agent-channel serve`: start the server and stop it gracefully on SIGTERM/SIGINT. */
+export async function serve(): Promise<void> {
+  const config = loadConfig();
+  let app: Awaited<ReturnType<typeof buildApp>> | undefined;
+  const runtime = await createRuntime(config, {}, (error, context) => app?.log.error({ err: error }, context));
+  app = await buildApp(runtime);
+  const server = app;
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    server.log.info({ signal }, 'shutting down');
+    // Stop accepting and let running turns finish within the grace period; the rest stay
+    // queued in the database and resume at the next start.
+    await Promise.all([server.close(), runtime.engine.stop(config.shutdownGraceMs)]);
+    await runtime.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+  await runtime.startEngine();
+  await server.listen({ port: config.port, host: config.host });
+}

@@ -1,0 +1,82 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { MemoryRateLimiter } from './memory.ts';
+import { rateLimiterConformance } from './rate-limiter.conformance.ts';
+import { WINDOW_MS } from './rate-limiter.ts';
+
+rateLimiterConformance('MemoryRateLimiter', (() => { const one = new MemoryRateLimiter(); return () => one; })());
+
+/** A limiter on a clock the test moves by hand. */
+function limiterAt(startMs = 1_000_000) {
+  const clock = { now: startMs };
+  return { clock, limiter: new MemoryRateLimiter(() => clock.now) };
+}
+
+test('accepts again exactly when the oldest acceptance leaves the window', () => {
+  const { clock, limiter } = limiterAt();
+  const t0 = clock.now;
+  for (const offset of [0, 10_000, 20_000]) {
+    clock.now = t0 + offset;
+    assert.equal(limiter.takeSync('k', 3).allowed, true);
+  }
+  clock.now = t0 + WINDOW_MS - 1;
+  const refused = limiter.takeSync('k', 3);
+  assert.equal(refused.allowed, false);
+  assert.equal(refused.resetSeconds, 1);
+  clock.now = t0 + WINDOW_MS;
+  assert.equal(limiter.takeSync('k', 3).allowed, true, 'the acceptance at t0 has left the window');
+  assert.equal(limiter.takeSync('k', 3).allowed, false, 'the ones at +10 s and +20 s and the new one are still in it');
+  clock.now = t0 + 10_000 + WINDOW_MS;
+  assert.equal(limiter.takeSync('k', 3).allowed, true);
+});
+
+test('refused requests use up nothing: acceptance resumes when the accepted ones age out', () => {
+  const { clock, limiter } = limiterAt();
+  const t0 = clock.now;
+  for (let i = 0; i < 4; i++) limiter.takeSync('k', 4);
+  for (let s = 1; s < 60; s++) {
+    clock.now = t0 + s * 1000;
+    const d = limiter.takeSync('k', 4);
+    assert.equal(d.allowed, false);
+    assert.equal(d.resetSeconds, 60 - s, 'the wait counts down from the oldest acceptance, not from the refusals');
+  }
+  clock.now = t0 + WINDOW_MS;
+  for (let i = 0; i < 4; i++) assert.equal(limiter.takeSync('k', 4).allowed, true, `request ${i + 1} after the window`);
+  assert.equal(limiter.takeSync('k', 4).allowed, false);
+});
+
+test('matches an exact sliding log on a long irregular stream: never more than L in any rolling 60 s', () => {
+  const { clock, limiter } = limiterAt();
+  const limit = 7;
+  const accepted: number[] = [];
+  let seed = 42; // a fixed pseudo-random stream, so a failure replays
+  const nextGapMs = () => { seed = (seed * 1103515245 + 12345) % 2 ** 31; return seed % 9000; };
+  for (let i = 0; i < 3000; i++) {
+    clock.now += nextGapMs();
+    const inWindow = accepted.filter((at) => at > clock.now - WINDOW_MS).length;
+    const d = limiter.takeSync('k', limit);
+    assert.equal(d.allowed, inWindow < limit, `request ${i} at ${clock.now}: ${inWindow} accepted in the last minute`);
+    if (d.allowed) {
+      accepted.push(clock.now);
+      assert.equal(d.remaining, limit - (inWindow + 1));
+    }
+  }
+  // The property itself, checked over every window that ends at an acceptance.
+  for (let i = limit; i < accepted.length; i++) assert.ok(accepted[i]! - accepted[i - limit]! >= WINDOW_MS);
+  assert.ok(accepted.length > 100, 'the stream exercised both accepting and refusing');
+});
+
+test('a key idle for a whole window starts again with a full quota', () => {
+  const { clock, limiter } = limiterAt();
+  limiter.takeSync('k', 2);
+  limiter.takeSync('k', 2);
+  clock.now += 5 * WINDOW_MS;
+  assert.deepEqual(limiter.takeSync('k', 2), { allowed: true, limit: 2, remaining: 1, resetSeconds: 0 });
+});
+
+test('a changed limit keeps the newest acceptances', () => {
+  const { clock, limiter } = limiterAt();
+  for (let i = 0; i < 5; i++) { clock.now += 1000; limiter.takeSync('k', 5); }
+  assert.equal(limiter.takeSync('k', 3).allowed, false, 'three of the five are still in the window');
+  assert.equal(limiter.takeSync('k', 10).allowed, true);
+});

@@ -1,0 +1,56 @@
+import { BuiltinBrain } from './brains/builtin.ts';
+import { builtinToolRegistry } from './brains/tools.ts';
+import type { Config } from './config.ts';
+import { InProcessBus, PostgresBus, type Bus } from './engine/bus.ts';
+import { TurnEngine } from './engine/turn-engine.ts';
+import { MemoryRateLimiter } from './ratelimit/memory.ts';
+import type { RateLimiter } from './ratelimit/rate-limiter.ts';
+import { RedisRateLimiter } from './ratelimit/redis.ts';
+import { createServices, type Services } from './services/services.ts';
+import { openStore, splitSchemaParam, type OpenStoreOptions, type Store } from './store/store.ts';
+
+/** Everything one instance holds: built once at start, closed once at shutdown. */
+export interface Runtime {
+  config: Config;
+  store: Store;
+  bus: Bus;
+  engine: TurnEngine;
+  services: Services;
+  rateLimiter: RateLimiter;
+  /** Starts running turns (the server does; the CLI does not). */
+  startEngine(): Promise<void>;
+  /** Stops the engine within the grace period, then closes connections. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export async function createRuntime(
+  config: Config, storeOptions: OpenStoreOptions = {}, logError: (error: unknown, context: string) => void = () => {},
+): Promise<Runtime> {
+  const store = await openStore(config.databaseUrl, storeOptions);
+  let engine: TurnEngine | undefined;
+  const bus: Bus = store.dialect === 'postgres'
+    ? await PostgresBus.connect(splitSchemaParam(config.databaseUrl).url, store.pgSchema, () => engine?.kick())
+    : new InProcessBus();
+  engine = new TurnEngine({
+    store, bus, instanceId: config.instanceId, perAgent: config.agentConcurrency,
+    concurrency: config.runnerConcurrency, leaseMs: config.leaseMs, onError: logError,
+  });
+  const services = createServices({ store, config, engine, brain: new BuiltinBrain(), tools: builtinToolRegistry() });
+  const rateLimiter: RateLimiter = config.rateLimitStore === 'redis' ? new RedisRateLimiter(config.redisUrl) : new MemoryRateLimiter();
+  const theEngine = engine;
+  return {
+    config, store, bus, engine: theEngine, services, rateLimiter,
+    async startEngine() {
+      await theEngine.start();
+      services.housekeeping.start(60_000, (error) => logError(error, 'housekeeping'));
+    },
+    async close(graceMs = 0) {
+      services.housekeeping.stop();
+      await theEngine.stop(graceMs);
+      await rateLimiter.close();
+      await bus.close();
+      await services.keys.settled(); // a last_used_at write still in flight lands before the store closes
+      await store.close();
+    },
+  };
+}

@@ -1,0 +1,110 @@
+import { z } from 'zod';
+import type { Kysely } from 'kysely';
+import { newId, randomBase62 } from '../domain/ids.ts';
+import { hashPassword, verifyPassword } from '../domain/password.ts';
+import { Problem } from '../domain/problems.ts';
+import type { DB, Plan, Role, User } from '../store/schema.ts';
+import { isUniqueViolation, type Store } from '../store/store.ts';
+import { isoNow } from './clock.ts';
+
+export const EmailSchema = z.string().trim().toLowerCase().max(254).pipe(z.email({ message: 'must be an email address' }));
+export const PasswordSchema = z.string().min(8, 'must be at least 8 characters').max(256);
+export const PlanSchema = z.enum(['free', 'pro']);
+export const RoleSchema = z.enum(['member', 'admin']);
+
+export interface AccountsDeps {
+  store: Store;
+  scryptCostLog2: number;
+}
+
+/** Parses with zod or throws validation_failed; `field` names the value when the schema is not an object. */
+export function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown, field = ''): T {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  throw Problem.validation(result.error.issues.map((i) => ({ path: [field, ...i.path].filter((p) => p !== '').join('.'), message: i.message })));
+}
+
+export class AccountsService {
+  // A hash at the configured cost, verified against when the email is unknown (same work).
+  private dummyHash: Promise<string> | undefined;
+
+  private readonly deps: AccountsDeps;
+
+  constructor(deps: AccountsDeps) {
+    this.deps = deps;
+  }
+
+  private get db(): Kysely<DB> {
+    return this.deps.store.db;
+  }
+
+  /** A user with a personal workspace that they own. */
+  async createUser(input: { email: string; password: string; plan?: Plan }): Promise<User> {
+    const email = parseOrThrow(EmailSchema, input.email, 'email');
+    const password = parseOrThrow(PasswordSchema, input.password, 'password');
+    const plan = parseOrThrow(PlanSchema, input.plan ?? 'free', 'plan');
+    const passwordHash = await hashPassword(password, this.deps.scryptCostLog2);
+    const now = isoNow();
+    const user: User = { id: newId('user'), email, password_hash: passwordHash, plan, created_at: now };
+    try {
+      await this.db.transaction().execute(async (trx) => {
+        await trx.insertInto('users').values(user).execute();
+        const workspaceId = newId('workspace');
+        await trx.insertInto('workspaces').values({ id: workspaceId, name: 'Personal', personal_of: user.id, created_at: now }).execute();
+        await trx.insertInto('memberships').values({ workspace_id: workspaceId, user_id: user.id, role: 'owner', created_at: now }).execute();
+      });
+    } catch (error) {
+      if (isUniqueViolation(error)) throw Problem.validation([{ path: 'email', message: 'is already registered' }]);
+      throw error;
+    }
+    return user;
+  }
+
+  async findByEmail(email: string): Promise<User | undefined> {
+    return this.db.selectFrom('users').selectAll().where('email', '=', email.trim().toLowerCase()).executeTakeFirst();
+  }
+
+  async findById(id: string): Promise<User | undefined> {
+    return this.db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  async requireByEmail(email: string): Promise<User> {
+    const user = await this.findByEmail(email);
+    if (!user) throw new Problem('not_found', `No user with email ${email.trim().toLowerCase()}.`);
+    return user;
+  }
+
+  /** Checks a password; the same work is done when the user does not exist. */
+  async checkCredentials(email: string, password: string): Promise<User | null> {
+    const user = await this.findByEmail(email);
+    this.dummyHash ??= hashPassword(randomBase62(24), this.deps.scryptCostLog2);
+    const ok = await verifyPassword(password, user?.password_hash ?? (await this.dummyHash));
+    return user && ok ? user : null;
+  }
+
+  async personalWorkspaceId(userId: string): Promise<string> {
+    const row = await this.db.selectFrom('workspaces').select('id').where('personal_of', '=', userId).executeTakeFirstOrThrow();
+    return row.id;
+  }
+
+  async addMember(input: { workspaceId: string; email: string; role: Role }): Promise<void> {
+    const role = parseOrThrow(RoleSchema, input.role, 'role');
+    const user = await this.requireByEmail(input.email);
+    const workspace = await this.db.selectFrom('workspaces').select('id').where('id', '=', input.workspaceId).executeTakeFirst();
+    if (!workspace) throw new Problem('workspace_not_found', `No workspace ${input.workspaceId}.`);
+    const existing = await this.db.selectFrom('memberships').select('role')
+      .where('workspace_id', '=', workspace.id).where('user_id', '=', user.id).executeTakeFirst();
+    if (existing?.role === 'owner') throw new Problem('forbidden', 'The owner of a workspace keeps that role.');
+    if (existing) {
+      await this.db.updateTable('memberships').set({ role }).where('workspace_id', '=', workspace.id).where('user_id', '=', user.id).execute();
+    } else {
+      await this.db.insertInto('memberships').values({ workspace_id: workspace.id, user_id: user.id, role, created_at: isoNow() }).execute();
+    }
+  }
+
+  async roleIn(userId: string, workspaceId: string): Promise<Role | null> {
+    const row = await this.db.selectFrom('memberships').select('role')
+      .where('workspace_id', '=', workspaceId).where('user_id', '=', userId).executeTakeFirst();
+    return row?.role ?? null;
+  }
+}

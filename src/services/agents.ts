@@ -1,0 +1,91 @@
+import { z } from 'zod';
+import { looksLikeId, newId } from '../domain/ids.ts';
+import { Problem } from '../domain/problems.ts';
+import type { Agent } from '../store/schema.ts';
+import { prepared } from '../store/prepared.ts';
+import type { Store } from '../store/store.ts';
+import type { AccountsService } from './accounts.ts';
+import { parseOrThrow } from './accounts.ts';
+import { isoNow } from './clock.ts';
+
+export const CreateAgentSchema = z.object({
+  agent_name: z.string().trim().min(1, 'is required').max(100, 'must be at most 100 characters'),
+  workspace_id: z.string().min(1).max(64).optional(),
+});
+
+export interface AgentView {
+  agent_id: string;
+  name: string;
+  workspace_id: string;
+}
+
+export interface AgentsDeps {
+  store: Store;
+  accounts: AccountsService;
+  freeAgentLimit: number;
+  proAgentLimit: number;
+}
+
+export const toAgentView = (agent: Pick<Agent, 'id' | 'name' | 'workspace_id'>): AgentView => ({
+  agent_id: agent.id, name: agent.name, workspace_id: agent.workspace_id,
+});
+
+// Behind GET /agents and every message without a session: built once (see store/prepared.ts).
+const agentsOfUser = prepared((db, userId: string) => db.selectFrom('agents')
+  .innerJoin('memberships', 'memberships.workspace_id', 'agents.workspace_id')
+  .select(['agents.id', 'agents.name', 'agents.workspace_id'])
+  .where('memberships.user_id', '=', userId)
+  .orderBy('agents.created_at').orderBy('agents.id'));
+
+const availableAgent = prepared((db, agentId: string, userId: string) => db.selectFrom('agents').selectAll('agents')
+  .innerJoin('memberships', 'memberships.workspace_id', 'agents.workspace_id')
+  .where('agents.id', '=', agentId).where('memberships.user_id', '=', userId));
+
+export class AgentsService {
+  private readonly deps: AgentsDeps;
+
+  constructor(deps: AgentsDeps) {
+    this.deps = deps;
+  }
+
+  /** Every agent of every workspace the user belongs to, oldest first. */
+  async listForUser(userId: string): Promise<AgentView[]> {
+    return (await agentsOfUser(this.deps.store.db, userId)).map(toAgentView);
+  }
+
+  /** The agent if the user may message it (member of its workspace), else undefined. */
+  async findAvailable(userId: string, agentId: string): Promise<Agent | undefined> {
+    if (!looksLikeId('agent', agentId)) return undefined;
+    const [agent] = await availableAgent(this.deps.store.db, agentId, userId);
+    return agent;
+  }
+
+  /** Checks in the contract's order: body (422), workspace (404), role (403), plan (403). */
+  async create(userId: string, input: { agent_name: string; workspace_id?: string | undefined }): Promise<AgentView> {
+    const parsed = parseOrThrow(CreateAgentSchema, input);
+    const db = this.deps.store.db;
+    const workspaceId = parsed.workspace_id ?? (await this.deps.accounts.personalWorkspaceId(userId));
+    const role = looksLikeId('workspace', workspaceId) ? await this.deps.accounts.roleIn(userId, workspaceId) : null;
+    if (!role) throw new Problem('workspace_not_found', 'No such workspace, or you are not a member of it.');
+    if (role === 'member') throw new Problem('forbidden', 'Only an owner or admin of the workspace can create agents there.');
+
+    return db.transaction().execute(async (trx) => {
+      // The contract's rule: the caller's plan, counting agents in the workspaces the caller owns.
+      // Locking the caller's row serialises concurrent creations on PostgreSQL (SQLite already is).
+      const caller = await trx.selectFrom('users').select(['plan']).where('id', '=', userId)
+        .$if(this.deps.store.dialect === 'postgres', (q) => q.forUpdate()).executeTakeFirstOrThrow();
+      const limit = caller.plan === 'pro' ? this.deps.proAgentLimit : this.deps.freeAgentLimit;
+      const { count } = await trx.selectFrom('agents')
+        .innerJoin('memberships', 'memberships.workspace_id', 'agents.workspace_id')
+        .select((eb) => eb.fn.countAll<number>().as('count'))
+        .where('memberships.user_id', '=', userId).where('memberships.role', '=', 'owner')
+        .executeTakeFirstOrThrow();
+      if (Number(count) >= limit) {
+        throw new Problem('agent_limit_reached', `The ${caller.plan} plan allows ${limit} agent${limit === 1 ? '' : 's'}; this account has reached it.`);
+      }
+      const agent = { id: newId('agent'), workspace_id: workspaceId, name: parsed.agent_name, created_by: userId, created_at: isoNow() };
+      await trx.insertInto('agents').values(agent).execute();
+      return toAgentView(agent);
+    });
+  }
+}

@@ -1,0 +1,36 @@
+import type { Store } from '../store/store.ts';
+import type { MissionsService } from './missions.ts';
+
+/**
+ * Periodic clean-up, so that nothing needs babysitting: expired idempotency records and
+ * duplicate-window claims are deleted, and missions nobody can settle any more are closed.
+ */
+export class Housekeeping {
+  private timer: NodeJS.Timeout | null = null;
+  private readonly deps: { store: Store; missions: MissionsService; idempotencyTtlMs: number; duplicateWindowMs: number };
+
+  constructor(deps: Housekeeping['deps']) {
+    this.deps = deps;
+  }
+
+  start(everyMs = 60_000, onError: (error: unknown) => void = () => {}): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => this.runOnce().catch(onError), everyMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  async runOnce(now = Date.now()): Promise<{ idempotencyKeys: number; recentMessages: number }> {
+    const { db } = this.deps.store;
+    const keys = await db.deleteFrom('idempotency_keys')
+      .where('created_at', '<', new Date(now - this.deps.idempotencyTtlMs).toISOString()).executeTakeFirst();
+    const recent = await db.deleteFrom('recent_messages')
+      .where('created_at', '<', new Date(now - Math.max(this.deps.duplicateWindowMs, 1000)).toISOString()).executeTakeFirst();
+    await this.deps.missions.closeOrphanedMissions();
+    return { idempotencyKeys: Number(keys.numDeletedRows), recentMessages: Number(recent.numDeletedRows) };
+  }
+}

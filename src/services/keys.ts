@@ -1,0 +1,177 @@
+import { z } from 'zod';
+import { effectiveKeyStatus, generateApiKey, hashSecret, parseBearer, secretMatches, type KeyStatus } from '../domain/api-key.ts';
+import { Problem } from '../domain/problems.ts';
+import type { ApiKey } from '../store/schema.ts';
+import { prepared } from '../store/prepared.ts';
+import type { Store } from '../store/store.ts';
+import { parseOrThrow } from './accounts.ts';
+import { isoNow } from './clock.ts';
+
+export interface KeysDeps {
+  store: Store;
+  defaultRateLimitPerMinute: number;
+  maxRateLimitPerMinute: number;
+  /** Milliseconds clock that paces last_used_at writes (default Date.now; tests move it by hand). */
+  now?: () => number;
+}
+
+export function createKeyInputSchema(maxRateLimit: number) {
+  return z.object({
+    label: z.string().trim().min(1, 'is required').max(100),
+    rate_limit: z.number().int().min(1).max(maxRateLimit).optional(),
+    expires_in_days: z.number().int().min(1).max(3650).optional(),
+  });
+}
+
+export type CreateKeyInput = z.input<ReturnType<typeof createKeyInputSchema>>;
+
+/** What a key looks like to its owner: never the secret or its digest. */
+export interface KeyView {
+  key_id: string;
+  label: string;
+  status: KeyStatus;
+  rate_limit: number;
+  created_at: string;
+  last_used_at: string | null;
+  expires_at: string | null;
+  revoked_at: string | null;
+}
+
+export interface AuthenticatedKey {
+  keyId: string;
+  userId: string;
+  rateLimit: number;
+}
+
+// On every authenticated request: built once (see store/prepared.ts).
+const findKeyForAuth = prepared((db, keyId: string) => db.selectFrom('api_keys')
+  .select(['id', 'user_id', 'secret_hash', 'status', 'expires_at', 'rate_limit']).where('id', '=', keyId));
+
+// last_used_at is written at most this often per key (per process).
+const LAST_USED_WRITE_INTERVAL_MS = 60_000;
+
+export class KeysService {
+  private readonly lastUsedWrites = new Map<string, number>();
+  private readonly pendingWrites = new Set<Promise<unknown>>();
+
+  private readonly deps: KeysDeps;
+
+  constructor(deps: KeysDeps) {
+    this.deps = deps;
+  }
+
+  async create(userId: string, input: CreateKeyInput): Promise<{ key: KeyView; token: string }> {
+    const parsed = parseOrThrow(createKeyInputSchema(this.deps.maxRateLimitPerMinute), input);
+    const { keyId, secret, token } = generateApiKey();
+    const now = new Date();
+    const row = {
+      id: keyId,
+      user_id: userId,
+      label: parsed.label,
+      secret_hash: hashSecret(secret),
+      rate_limit: parsed.rate_limit ?? this.deps.defaultRateLimitPerMinute,
+      status: 'active' as const,
+      expires_at: parsed.expires_in_days ? new Date(now.getTime() + parsed.expires_in_days * 86_400_000).toISOString() : null,
+      created_at: now.toISOString(),
+      revoked_at: null,
+      last_used_at: null,
+    };
+    await this.deps.store.db.transaction().execute(async (trx) => {
+      await trx.insertInto('api_keys').values(row).execute();
+      await trx.insertInto('audit_log').values({
+        at: row.created_at, actor_user_id: userId, action: 'key.created', subject_id: keyId,
+        details: JSON.stringify({ label: row.label, rate_limit: row.rate_limit, expires_at: row.expires_at }),
+      }).execute();
+    });
+    return { key: toView({ ...row }), token };
+  }
+
+  /** The keys this user created, newest first. */
+  async list(userId: string): Promise<KeyView[]> {
+    const rows = await this.deps.store.db.selectFrom('api_keys')
+      .select(['id', 'label', 'status', 'rate_limit', 'created_at', 'last_used_at', 'expires_at', 'revoked_at'])
+      .where('user_id', '=', userId).orderBy('created_at', 'desc').orderBy('id').execute();
+    return rows.map(toView);
+  }
+
+  /** Revokes one of the user's own keys; another user's key is "not found". Permanent. */
+  async revoke(userId: string, keyId: string): Promise<void> {
+    const now = isoNow();
+    await this.deps.store.db.transaction().execute(async (trx) => {
+      const key = await trx.selectFrom('api_keys').select(['id', 'status']).where('id', '=', keyId).where('user_id', '=', userId).executeTakeFirst();
+      if (!key) throw new Problem('not_found', 'No such key.');
+      if (key.status === 'revoked') return;
+      await trx.updateTable('api_keys').set({ status: 'revoked', revoked_at: now }).where('id', '=', keyId).execute();
+      await trx.insertInto('audit_log').values({ at: now, actor_user_id: userId, action: 'key.revoked', subject_id: keyId, details: null }).execute();
+    });
+  }
+
+  /** Operator switch active ⇄ inactive; a revoked or expired key stays as it is. */
+  async setEnabled(keyId: string, enabled: boolean, actorUserId: string | null = null): Promise<KeyStatus> {
+    return this.deps.store.db.transaction().execute(async (trx) => {
+      const key = await trx.selectFrom('api_keys').select(['id', 'status', 'expires_at']).where('id', '=', keyId).executeTakeFirst();
+      if (!key) throw new Problem('not_found', 'No such key.');
+      const current = effectiveKeyStatus(key);
+      // Contract §7: a revoked or expired key stays so; the command succeeds and changes nothing.
+      if (current === 'revoked' || current === 'expired') return current;
+      const next = enabled ? 'active' : 'inactive';
+      if (current !== next) {
+        await trx.updateTable('api_keys').set({ status: next }).where('id', '=', keyId).execute();
+        await trx.insertInto('audit_log').values({
+          at: isoNow(), actor_user_id: actorUserId, action: enabled ? 'key.enabled' : 'key.disabled', subject_id: keyId, details: null,
+        }).execute();
+      }
+      return next;
+    });
+  }
+
+  /**
+   * Resolves an Authorization header to an active key, or null for every kind of failure.
+   * Always one lookup and one constant-time digest comparison, whatever the cause.
+   */
+  async authenticate(authorization: string | undefined): Promise<AuthenticatedKey | null> {
+    const parsed = parseBearer(authorization);
+    if (!parsed) return null;
+    const [key] = await findKeyForAuth(this.deps.store.db, parsed.keyId);
+    const matches = secretMatches(parsed.secret, key ? Buffer.from(key.secret_hash) : null);
+    if (!key || !matches || effectiveKeyStatus(key) !== 'active') return null;
+    this.noteUsed(key.id);
+    return { keyId: key.id, userId: key.user_id, rateLimit: key.rate_limit };
+  }
+
+  /** Writes last_used_at at most about once a minute per key, off the request's path. */
+  private noteUsed(keyId: string): void {
+    const now = (this.deps.now ?? Date.now)();
+    const last = this.lastUsedWrites.get(keyId);
+    if (last !== undefined && now - last < LAST_USED_WRITE_INTERVAL_MS) return;
+    this.lastUsedWrites.set(keyId, now);
+    if (this.lastUsedWrites.size > 100_000) this.lastUsedWrites.clear();
+    const write = this.deps.store.db.updateTable('api_keys').set({ last_used_at: new Date(now).toISOString() })
+      .where('id', '=', keyId).execute()
+      .catch(() => this.lastUsedWrites.delete(keyId))
+      .finally(() => this.pendingWrites.delete(write));
+    this.pendingWrites.add(write);
+  }
+
+  /** Resolves once every last_used_at write started so far has finished (before closing the store). */
+  async settled(): Promise<void> {
+    await Promise.all([...this.pendingWrites]);
+  }
+
+  async auditTrail(keyId: string) {
+    return this.deps.store.db.selectFrom('audit_log').selectAll().where('subject_id', '=', keyId).orderBy('id').execute();
+  }
+}
+
+function toView(row: Pick<ApiKey, 'id' | 'label' | 'status' | 'rate_limit' | 'created_at' | 'last_used_at' | 'expires_at' | 'revoked_at'>): KeyView {
+  return {
+    key_id: row.id,
+    label: row.label,
+    status: effectiveKeyStatus(row),
+    rate_limit: row.rate_limit,
+    created_at: row.created_at,
+    last_used_at: row.last_used_at,
+    expires_at: row.expires_at,
+    revoked_at: row.revoked_at,
+  };
+}

@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { BuiltinBrain } from '../brains/builtin.ts';
+import { ToolRegistry } from '../brains/tools.ts';
+import { claimInTransaction, finishJob, getJob, requeueAllRunning } from '../engine/queue-sql.ts';
+import { startTestApp, type TestApp } from '../testing/harness.ts';
+import { agentTexts, decideOne, draftAction, transcript, unique } from './missions.test-helper.ts';
+import { TurnWorker } from './turn-worker.ts';
+
+/**
+ * An approved action is marked executing before its tool runs and done after, so an instance
+ * that dies in between leaves it "executing"; whoever takes the job over runs the tool again
+ * with the same idempotency key (the operation_id) and finishes it once.
+ *
+ * The app's own engine is stopped after the action is drafted, and this test plays two
+ * runner lives over the real jobs table with real TurnWorkers: the first one's finishing
+ * transaction never happens (the crash), the second one's does.
+ */
+let t: TestApp;
+before(async () => { t = await startTestApp(); });
+after(async () => { await t.close(); });
+
+test('a crash between "executing" and "done" runs the tool again with the same idempotency key, then finishes once', async () => {
+  const owner = await t.userWithAgent();
+  const summary = unique('Charge the card');
+  const drafted = await draftAction(t, owner, 'payment', summary);
+  await t.runtime.engine.stop(0); // from here on, only this test runs jobs
+
+  assert.equal((await decideOne(t, owner, { operation_id: drafted.operationId, decision: 'approve' })).ok, true);
+  const { db, dialect, pgSchema } = t.runtime.store;
+  const queued = await db.selectFrom('jobs').select(['id', 'agent_id']).where('session_id', '=', drafted.sessionId)
+    .where('kind', '=', 'continuation').where('status', '=', 'queued').execute();
+  assert.equal(queued.length, 1);
+  const candidate = { id: Number(queued[0]!.id), agent_id: queued[0]!.agent_id };
+
+  const runs: Array<{ kind: string; key: string }> = [];
+  const tools = new ToolRegistry().register({
+    kind: 'payment', needsPermission: true, description: 'Records each run (a test double for an outside service).',
+    run: async (action, idempotencyKey) => { runs.push({ kind: action.kind, key: idempotencyKey }); },
+  });
+  const actionStatus = async () => (await db.selectFrom('actions').select('status').where('id', '=', drafted.operationId).executeTakeFirstOrThrow()).status;
+
+  // First life: claims the job, marks the action executing, runs the tool, and dies before finishing.
+  const firstClaim = await db.transaction().execute((trx) => claimInTransaction(trx, dialect, candidate, 'instance-that-dies', 60_000, 1, pgSchema ?? ''));
+  assert.ok(firstClaim);
+  await new TurnWorker({ store: t.runtime.store, brain: new BuiltinBrain(), tools }).run(firstClaim, new AbortController().signal);
+  assert.equal(await actionStatus(), 'executing');
+  assert.deepEqual(runs, [{ kind: 'payment', key: drafted.operationId }]);
+  assert.equal(agentTexts((await transcript(t, owner, drafted.sessionId)).messages).length, 1, 'nothing was written by the dead runner');
+
+  // Restart: interrupted work goes back in line and a new runner takes it over.
+  assert.equal(await requeueAllRunning(db), 1);
+  const secondClaim = await db.transaction().execute((trx) => claimInTransaction(trx, dialect, candidate, 'instance-after-restart', 60_000, 1, pgSchema ?? ''));
+  assert.ok(secondClaim);
+  assert.equal(secondClaim.attempts, 2);
+  const finisher = await new TurnWorker({ store: t.runtime.store, brain: new BuiltinBrain(), tools }).run(secondClaim, new AbortController().signal);
+  await db.transaction().execute(async (trx) => {
+    const outcome = await finisher(trx, async () => {});
+    assert.equal(await finishJob(trx, secondClaim.id, 'instance-after-restart', outcome.status, outcome.replyTurnId), true);
+  });
+
+  // The tool saw the retry as a retry: the same key both times.
+  assert.deepEqual(runs, [{ kind: 'payment', key: drafted.operationId }, { kind: 'payment', key: drafted.operationId }]);
+  assert.equal(await actionStatus(), 'done');
+  assert.equal((await getJob(db, candidate.id))!.status, 'done');
+  const mission = await db.selectFrom('missions').innerJoin('actions', 'actions.mission_id', 'missions.id')
+    .select('missions.status').where('actions.id', '=', drafted.operationId).executeTakeFirstOrThrow();
+  assert.equal(mission.status, 'done');
+  assert.deepEqual(agentTexts((await transcript(t, owner, drafted.sessionId)).messages), [drafted.reply, `Done: ${summary}`]);
+});

@@ -1,0 +1,93 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { startTestApp, type TestApp } from '../testing/harness.ts';
+import {
+  askQuestion, decideOne, answerOne, draftAction, listActions, listQuestions, memberOfOwnersWorkspace, unique,
+} from './missions.test-helper.ts';
+
+/**
+ * No orphans (issue 4): a mission whose session or agent is gone, or whose owner can no longer
+ * act (no longer a member of the agent's workspace), is closed with its pending actions and
+ * open questions instead of lingering in anyone's list.
+ */
+let t: TestApp;
+before(async () => { t = await startTestApp(); });
+after(async () => { await t.close(); });
+
+const statusOf = async (missionOf: { operationId?: string; requestId?: string }) => {
+  const db = t.runtime.store.db;
+  if (missionOf.operationId) {
+    return { ...(await db.selectFrom('actions').innerJoin('missions', 'missions.id', 'actions.mission_id')
+      .select(['actions.status as item', 'missions.status as mission']).where('actions.id', '=', missionOf.operationId).executeTakeFirstOrThrow()) };
+  }
+  return { ...(await db.selectFrom('questions').innerJoin('missions', 'missions.id', 'questions.mission_id')
+    .select(['questions.status as item', 'missions.status as mission']).where('questions.id', '=', missionOf.requestId!).executeTakeFirstOrThrow()) };
+};
+
+test('an owner who leaves the agent\'s workspace: their missions there close, vanish from lists, and cannot be settled', async () => {
+  const workspaceOwner = await t.userWithAgent();
+  const member = await memberOfOwnersWorkspace(t, workspaceOwner);
+  const target = { agentId: workspaceOwner.agentId };
+  const action = await draftAction(t, member, 'email', unique('from a member'), target);
+  const question = await askQuestion(t, member, 'text', unique('Member asks?'), { target });
+  // The member also asks the workspace owner: that question must leave the owner's list as well.
+  const askedOfOwner = await askQuestion(t, member, 'text', unique('Owner, a word?'), { of: workspaceOwner.email, target });
+  assert.equal((await listQuestions(t, workspaceOwner)).json().questions.length, 1);
+
+  await t.runtime.store.db.deleteFrom('memberships').where('workspace_id', '=', member.workspaceId).where('user_id', '=', member.id).execute();
+
+  assert.deepEqual((await listActions(t, member)).json(), { actions: [] });
+  assert.deepEqual((await listQuestions(t, member)).json(), { questions: [] });
+  assert.deepEqual((await listQuestions(t, workspaceOwner)).json(), { questions: [] });
+  assert.deepEqual(await statusOf({ operationId: action.operationId }), { item: 'closed', mission: 'closed' });
+  assert.deepEqual(await statusOf({ requestId: question.requestId }), { item: 'closed', mission: 'closed' });
+  assert.deepEqual(await statusOf({ requestId: askedOfOwner.requestId }), { item: 'closed', mission: 'closed' });
+  assert.equal((await decideOne(t, member, { operation_id: action.operationId, decision: 'approve' })).error.code, 'not_found');
+  assert.equal((await answerOne(t, workspaceOwner, askedOfOwner.requestId, 'sure')).error.code, 'not_found');
+  // Nothing was enqueued for the closed missions.
+  const continuations = await t.runtime.store.db.selectFrom('jobs').select('id').where('user_id', '=', member.id).where('kind', '=', 'continuation').execute();
+  assert.equal(continuations.length, 0);
+});
+
+test('deciding closes a mission lazily when its owner can no longer act, without waiting for a list', async () => {
+  const workspaceOwner = await t.userWithAgent();
+  const member = await memberOfOwnersWorkspace(t, workspaceOwner);
+  const action = await draftAction(t, member, 'email', unique('decided after leaving'), { agentId: workspaceOwner.agentId });
+  await t.runtime.store.db.deleteFrom('memberships').where('workspace_id', '=', member.workspaceId).where('user_id', '=', member.id).execute();
+  assert.equal((await decideOne(t, member, { operation_id: action.operationId, decision: 'approve' })).error.code, 'not_found');
+  assert.deepEqual(await statusOf({ operationId: action.operationId }), { item: 'closed', mission: 'closed' });
+});
+
+test('a mission whose session is gone is closed', async () => {
+  const owner = await t.userWithAgent();
+  const action = await draftAction(t, owner, 'email', unique('session goes'));
+  const question = await askQuestion(t, owner, 'text', unique('Session goes?'), { target: action.sessionId });
+  const kept = await draftAction(t, owner, 'email', unique('session stays'), { agentId: owner.agentId });
+  await t.runtime.store.db.deleteFrom('sessions').where('id', '=', action.sessionId).execute();
+
+  assert.deepEqual((await listActions(t, owner)).json().actions.map((a: { operation_id: string }) => a.operation_id), [kept.operationId]);
+  assert.deepEqual((await listQuestions(t, owner)).json(), { questions: [] });
+  assert.deepEqual(await statusOf({ operationId: action.operationId }), { item: 'closed', mission: 'closed' });
+  assert.deepEqual(await statusOf({ requestId: question.requestId }), { item: 'closed', mission: 'closed' });
+  assert.deepEqual(await statusOf({ operationId: kept.operationId }), { item: 'pending', mission: 'waiting' });
+  // approve_same_type from the live action skips the closed one.
+  const result = await decideOne(t, owner, { operation_id: kept.operationId, decision: 'approve_same_type' });
+  assert.deepEqual(result.also_approved, []);
+});
+
+test('closeOrphanedMissions() sweeps every orphan (agent gone) and leaves healthy missions alone', async () => {
+  const owner = await t.userWithAgent({ plan: 'pro' });
+  const doomedAgent = await t.runtime.services.agents.create(owner.id, { agent_name: 'Doomed' });
+  const doomed = await draftAction(t, owner, 'email', unique('agent goes'), { agentId: doomedAgent.agent_id });
+  const doomedQuestion = await askQuestion(t, owner, 'yesno', unique('Agent goes?'), { target: { agentId: doomedAgent.agent_id } });
+  const healthy = await draftAction(t, owner, 'email', unique('agent stays'), { agentId: owner.agentId });
+  await t.runtime.store.db.deleteFrom('agents').where('id', '=', doomedAgent.agent_id).execute();
+
+  const closed = await t.runtime.services.missions.closeOrphanedMissions();
+  assert.ok(closed >= 2, `closed ${closed}`);
+  assert.deepEqual(await statusOf({ operationId: doomed.operationId }), { item: 'closed', mission: 'closed' });
+  assert.deepEqual(await statusOf({ requestId: doomedQuestion.requestId }), { item: 'closed', mission: 'closed' });
+  assert.deepEqual(await statusOf({ operationId: healthy.operationId }), { item: 'pending', mission: 'waiting' });
+  assert.equal(await t.runtime.services.missions.closeOrphanedMissions(), 0);
+  assert.deepEqual((await listActions(t, owner)).json().actions.map((a: { operation_id: string }) => a.operation_id), [healthy.operationId]);
+});

@@ -1,0 +1,353 @@
+import type { Kysely, Transaction } from 'kysely';
+import { z } from 'zod';
+import type { Brain } from '../brains/brain.ts';
+import { looksLikeId } from '../domain/ids.ts';
+import { Problem, TEXT_MAX_LENGTH } from '../domain/problems.ts';
+import { enqueueJob } from '../engine/queue-sql.ts';
+import type { TurnEngine } from '../engine/turn-engine.ts';
+import type { Action, DB, Question } from '../store/schema.ts';
+import type { Store } from '../store/store.ts';
+import { isoNow } from './clock.ts';
+import type { JobPayload } from './turn-worker.ts';
+
+/** Entries per bulk request (contract §5, §6). */
+export const MAX_BULK_ENTRIES = 100;
+export const REASON_MAX_LENGTH = 2000;
+
+export const DECISIONS = ['approve', 'approve_same_type', 'reject'] as const;
+export type Decision = (typeof DECISIONS)[number];
+
+/** One entry of POST /actions/decisions; checked per entry so that a bad one fails alone. */
+export const DecisionEntrySchema = z.object({
+  operation_id: z.string(),
+  decision: z.enum(DECISIONS),
+  reason: z.string().max(REASON_MAX_LENGTH, `must be at most ${REASON_MAX_LENGTH} characters`).nullish(),
+});
+
+export interface ActionView {
+  operation_id: string;
+  kind: string;
+  summary: string;
+  details: Record<string, unknown>;
+  session_id: string;
+  agent_id: string;
+  mission_id: string;
+  created_at: string;
+}
+
+export interface QuestionView {
+  request_id: string;
+  text: string;
+  session_id: string;
+  agent_id: string;
+  mission_id: string;
+  asked_of: string;
+  /** What kind of answer fits: text, number, date, email, yesno or choice:a|b|c. */
+  answer_type: string;
+  created_at: string;
+}
+
+export type EntryError<C extends string> = { code: C; message: string };
+
+export type DecisionResult =
+  | { operation_id: string; ok: true; outcome: 'approved' | 'rejected'; also_approved: string[] }
+  | { operation_id: string | null; ok: false; error: EntryError<'not_found' | 'already_settled' | 'invalid_decision'> };
+
+export type AnswerResult =
+  | { request_id: string; ok: true; accepted: true }
+  | { request_id: string; ok: true; accepted: false; reason: string }
+  | { request_id: string | null; ok: false; error: EntryError<'not_found' | 'already_answered'> };
+
+export interface MissionsDeps {
+  store: Store;
+  engine: TurnEngine;
+  brain: Brain;
+}
+
+/** Missions still able to move on: those that orphan-closing looks at. */
+const LIVE_MISSION = ['waiting', 'active'] as const;
+
+const NO_ACTION = 'No pending action with this operation_id.';
+const NO_QUESTION = 'No open question with this request_id.';
+
+/**
+ * Missions (contract §5, §6): actions awaiting permission and open questions. A decision or an
+ * accepted answer settles its row with a conditional update (so of two racing requests exactly
+ * one wins) and, in the same transaction, enqueues the mission's continuation as the agent's
+ * next unit of work; the TurnWorker runs it and writes the agent turn.
+ */
+export class MissionsService {
+  private readonly deps: MissionsDeps;
+
+  constructor(deps: MissionsDeps) {
+    this.deps = deps;
+  }
+
+  private get db(): Kysely<DB> {
+    return this.deps.store.db;
+  }
+
+  /** §5: actions awaiting permission on missions the caller owns, oldest first. */
+  async listActions(userId: string, filter: { sessionId?: string | undefined } = {}): Promise<{ actions: ActionView[] }> {
+    await this.closeOrphanedMissions({ involving: userId });
+    const rows = await this.db.selectFrom('actions')
+      .innerJoin('missions', 'missions.id', 'actions.mission_id')
+      .selectAll('actions')
+      .where('actions.owner_user_id', '=', userId)
+      .where('actions.status', '=', 'pending')
+      .where('missions.status', 'in', LIVE_MISSION)
+      .$if(filter.sessionId !== undefined, (q) => q.where('actions.session_id', '=', filter.sessionId!))
+      .orderBy('actions.created_at').orderBy('actions.id')
+      .execute();
+    return { actions: rows.map(toActionView) };
+  }
+
+  /** §6: open questions put to the caller, plus open questions on missions the caller owns. */
+  async listQuestions(userId: string): Promise<{ questions: QuestionView[] }> {
+    await this.closeOrphanedMissions({ involving: userId });
+    const rows = await this.db.selectFrom('questions')
+      .innerJoin('missions', 'missions.id', 'questions.mission_id')
+      .innerJoin('agents', 'agents.id', 'questions.agent_id')
+      // The person asked sees it only while still a member of the agent's workspace.
+      .leftJoin('memberships as asked', (join) => join
+        .onRef('asked.workspace_id', '=', 'agents.workspace_id').onRef('asked.user_id', '=', 'questions.asked_of'))
+      .selectAll('questions')
+      .where('questions.status', '=', 'open')
+      .where('missions.status', 'in', LIVE_MISSION)
+      .where((eb) => eb.or([
+        eb('questions.owner_user_id', '=', userId),
+        eb.and([eb('questions.asked_of', '=', userId), eb('asked.user_id', 'is not', null)]),
+      ]))
+      .orderBy('questions.created_at').orderBy('questions.id')
+      .execute();
+    return { questions: rows.map(toQuestionView) };
+  }
+
+  /** §5: one result per entry, in order; entries are settled one after the other. */
+  async decide(userId: string, entries: unknown): Promise<{ results: DecisionResult[] }> {
+    const list = bulkEntries(entries, 'decisions');
+    const results: DecisionResult[] = [];
+    for (const entry of list) results.push(await this.decideOne(userId, entry));
+    return { results };
+  }
+
+  /** §6: one result per entry, in order; the first accepted answer wins. */
+  async answer(userId: string, entries: unknown): Promise<{ results: AnswerResult[] }> {
+    const list = bulkEntries(entries, 'answers');
+    const results: AnswerResult[] = [];
+    for (const entry of list) results.push(await this.answerOne(userId, entry));
+    return { results };
+  }
+
+  private async decideOne(userId: string, entry: unknown): Promise<DecisionResult> {
+    const parsed = DecisionEntrySchema.safeParse(entry);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      const where = issue.path.length > 0 ? `${issue.path.join('.')}: ` : '';
+      return { operation_id: stringField(entry, 'operation_id'), ok: false, error: { code: 'invalid_decision', message: `${where}${issue.message}` } };
+    }
+    const { operation_id: operationId, decision } = parsed.data;
+    const reason = parsed.data.reason?.trim() || null;
+    const notFound: DecisionResult = { operation_id: operationId, ok: false, error: { code: 'not_found', message: NO_ACTION } };
+    const alreadySettled: DecisionResult = {
+      operation_id: operationId, ok: false, error: { code: 'already_settled', message: 'This action was already approved or rejected.' },
+    };
+
+    if (!looksLikeId('action', operationId)) return notFound;
+    const action = await this.db.selectFrom('actions').selectAll()
+      .where('id', '=', operationId).where('owner_user_id', '=', userId).executeTakeFirst();
+    if (!action) return notFound;
+    if (await this.closeIfOrphaned(action.mission_id)) return notFound;
+    if (action.status === 'closed') return notFound;
+    if (action.status !== 'pending') return alreadySettled;
+
+    return this.deps.engine.transact(async (trx, stage) => {
+      const approve = decision !== 'reject';
+      // Same kind, same agent, the caller's own; sessions that are gone are left to orphan-closing.
+      const siblings = decision !== 'approve_same_type' ? [] : await trx.selectFrom('actions')
+        .innerJoin('sessions', 'sessions.id', 'actions.session_id')
+        .innerJoin('missions', 'missions.id', 'actions.mission_id')
+        .selectAll('actions')
+        .where('actions.owner_user_id', '=', userId).where('actions.agent_id', '=', action.agent_id)
+        .where('actions.kind', '=', action.kind).where('actions.status', '=', 'pending')
+        .where('actions.id', '!=', action.id).where('missions.status', 'in', LIVE_MISSION)
+        .orderBy('actions.created_at').orderBy('actions.id')
+        .execute();
+      // Two bulk approvals over overlapping sets would deadlock if each locked in its own order.
+      await this.lockActionsInIdOrder(trx, [action.id, ...siblings.map((a) => a.id)]);
+
+      if (!(await settleAction(trx, action.id, approve ? 'approved' : 'rejected', decision, reason))) {
+        const now = await trx.selectFrom('actions').select('status').where('id', '=', action.id).executeTakeFirst();
+        return now?.status === 'closed' ? notFound : alreadySettled;
+      }
+      await this.continueMission(trx, action, approve
+        ? { kind: 'action_approved', missionId: action.mission_id, operationId: action.id }
+        : { kind: 'action_rejected', missionId: action.mission_id, operationId: action.id, reason });
+      const alsoApproved: string[] = [];
+      for (const sibling of siblings) {
+        if (!(await settleAction(trx, sibling.id, 'approved', decision, null))) continue;
+        await this.continueMission(trx, sibling, { kind: 'action_approved', missionId: sibling.mission_id, operationId: sibling.id });
+        alsoApproved.push(sibling.id);
+      }
+      await stage({ type: 'job_enqueued', agentId: action.agent_id });
+      return { operation_id: operationId, ok: true, outcome: approve ? 'approved' : 'rejected', also_approved: alsoApproved } satisfies DecisionResult;
+    });
+  }
+
+  /** PostgreSQL row locks taken in one global order (SQLite runs one write transaction at a time). */
+  private async lockActionsInIdOrder(trx: Transaction<DB>, ids: string[]): Promise<void> {
+    if (this.deps.store.dialect !== 'postgres' || ids.length < 2) return;
+    await trx.selectFrom('actions').select('id').where('id', 'in', ids).orderBy('id').forUpdate().execute();
+  }
+
+  private async answerOne(userId: string, entry: unknown): Promise<AnswerResult> {
+    const requestId = stringField(entry, 'request_id');
+    const notFound: AnswerResult = { request_id: requestId, ok: false, error: { code: 'not_found', message: NO_QUESTION } };
+    const alreadyAnswered: AnswerResult = {
+      request_id: requestId, ok: false, error: { code: 'already_answered', message: 'This question already has an accepted answer.' },
+    };
+    if (requestId === null || !looksLikeId('question', requestId)) return notFound;
+
+    const question = await this.db.selectFrom('questions').selectAll()
+      .where('id', '=', requestId)
+      .where((eb) => eb.or([eb('owner_user_id', '=', userId), eb('asked_of', '=', userId)]))
+      .executeTakeFirst();
+    if (!question) return notFound;
+    if (question.owner_user_id !== userId && !(await this.isMemberOfAgentWorkspace(userId, question.agent_id))) return notFound;
+    if (await this.closeIfOrphaned(question.mission_id)) return notFound;
+    if (question.status === 'closed') return notFound;
+    if (question.status === 'answered') return alreadyAnswered;
+
+    const text = (entry as Record<string, unknown>).text;
+    if (typeof text !== 'string') {
+      return { request_id: requestId, ok: true, accepted: false, reason: 'The answer is missing: send it as a string in `text`.' };
+    }
+    if (text.length > TEXT_MAX_LENGTH) {
+      return { request_id: requestId, ok: true, accepted: false, reason: `The answer is longer than ${TEXT_MAX_LENGTH} characters; a shorter answer is missing.` };
+    }
+    const verdict = await this.deps.brain.judgeAnswer({ requestId, text: question.text, answerType: question.answer_type }, text);
+    if (!verdict.accepted) {
+      return { request_id: requestId, ok: true, accepted: false, reason: verdict.reason ?? 'The answer does not answer the question.' };
+    }
+
+    return this.deps.engine.transact(async (trx, stage) => {
+      const settled = await trx.updateTable('questions').set({ status: 'answered', answer: text, answered_at: isoNow() })
+        .where('id', '=', requestId).where('status', '=', 'open').executeTakeFirst();
+      if (Number(settled.numUpdatedRows) !== 1) {
+        const now = await trx.selectFrom('questions').select('status').where('id', '=', requestId).executeTakeFirst();
+        return now?.status === 'answered' ? alreadyAnswered : notFound;
+      }
+      await this.continueMission(trx, question, { kind: 'question_answered', missionId: question.mission_id, requestId, answer: text });
+      await stage({ type: 'job_enqueued', agentId: question.agent_id });
+      return { request_id: requestId, ok: true, accepted: true } satisfies AnswerResult;
+    });
+  }
+
+  /** Enqueues a mission's next unit of work; it runs as the mission's owner, in the agent's FIFO line. */
+  private async continueMission(trx: Transaction<DB>, on: Action | Question, payload: JobPayload): Promise<void> {
+    await enqueueJob(trx, { agentId: on.agent_id, sessionId: on.session_id, userId: on.owner_user_id, kind: 'continuation', payload, userTurnId: null });
+    await trx.updateTable('missions').set({ status: 'active', updated_at: isoNow() }).where('id', '=', on.mission_id).execute();
+  }
+
+  private async isMemberOfAgentWorkspace(userId: string, agentId: string): Promise<boolean> {
+    const row = await this.db.selectFrom('agents')
+      .innerJoin('memberships', 'memberships.workspace_id', 'agents.workspace_id')
+      .select('agents.id').where('agents.id', '=', agentId).where('memberships.user_id', '=', userId)
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
+  private async closeIfOrphaned(missionId: string): Promise<boolean> {
+    return (await this.closeOrphanedMissions({ missionId })) > 0;
+  }
+
+  /**
+   * No orphans: a live mission whose session or agent is gone, or whose owner is no longer a
+   * member of the agent's workspace, can never be settled by anyone. Close it with its pending
+   * actions and open questions so that it stops showing up in lists. Scoped to one mission, to
+   * the missions a user owns or was asked on, or (no scope) every mission. Returns how many closed.
+   */
+  async closeOrphanedMissions(scope: { missionId?: string; involving?: string } = {}): Promise<number> {
+    const orphans = await this.db.selectFrom('missions')
+      .leftJoin('sessions', 'sessions.id', 'missions.session_id')
+      .leftJoin('agents', 'agents.id', 'missions.agent_id')
+      .leftJoin('memberships', (join) => join
+        .onRef('memberships.workspace_id', '=', 'agents.workspace_id').onRef('memberships.user_id', '=', 'missions.owner_user_id'))
+      .select('missions.id')
+      .where('missions.status', 'in', LIVE_MISSION)
+      .where((eb) => eb.or([eb('sessions.id', 'is', null), eb('agents.id', 'is', null), eb('memberships.user_id', 'is', null)]))
+      .$if(scope.missionId !== undefined, (q) => q.where('missions.id', '=', scope.missionId!))
+      .$if(scope.involving !== undefined, (q) => q.where((eb) => eb.or([
+        eb('missions.owner_user_id', '=', scope.involving!),
+        eb('missions.id', 'in', eb.selectFrom('questions').select('questions.mission_id')
+          .where('questions.asked_of', '=', scope.involving!).where('questions.status', '=', 'open')),
+      ])))
+      .execute();
+    if (orphans.length === 0) return 0;
+    const ids = orphans.map((o) => o.id);
+    return this.db.transaction().execute(async (trx) => {
+      // Actions, then questions, then missions: the order every settling transaction locks in.
+      const closable = await trx.selectFrom('actions').select('id')
+        .where('mission_id', 'in', ids).where('status', 'in', ['pending', 'approved']).execute();
+      await this.lockActionsInIdOrder(trx, closable.map((a) => a.id));
+      // An action already executing is left to finish; anything still waiting on a person is closed.
+      await trx.updateTable('actions').set({ status: 'closed' })
+        .where('mission_id', 'in', ids).where('status', 'in', ['pending', 'approved']).execute();
+      await trx.updateTable('questions').set({ status: 'closed' })
+        .where('mission_id', 'in', ids).where('status', '=', 'open').execute();
+      const closed = await trx.updateTable('missions').set({ status: 'closed', updated_at: isoNow() })
+        .where('id', 'in', ids).where('status', 'in', LIVE_MISSION).executeTakeFirst();
+      return Number(closed.numUpdatedRows);
+    });
+  }
+}
+
+/** The one conditional update that decides a race: only a pending action changes. */
+async function settleAction(
+  trx: Transaction<DB>, id: string, status: 'approved' | 'rejected', decision: Decision, reason: string | null,
+): Promise<boolean> {
+  const result = await trx.updateTable('actions').set({ status, decision, reason, decided_at: isoNow() })
+    .where('id', '=', id).where('status', '=', 'pending').executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
+/** A bulk body: an array, or `{ <key>: [...] }`, of 1–100 entries; anything else is 422. */
+export function bulkEntries(body: unknown, key: string): unknown[] {
+  const list = Array.isArray(body) ? body
+    : body !== null && typeof body === 'object' && Array.isArray((body as Record<string, unknown>)[key]) ? (body as Record<string, unknown[]>)[key]!
+    : null;
+  if (list === null) throw Problem.validation([{ path: '', message: `must be a JSON array of entries or an object { "${key}": [...] }` }]);
+  if (list.length < 1 || list.length > MAX_BULK_ENTRIES) {
+    throw Problem.validation([{ path: Array.isArray(body) ? '' : key, message: `must hold 1 to ${MAX_BULK_ENTRIES} entries` }]);
+  }
+  return list;
+}
+
+function stringField(entry: unknown, field: string): string | null {
+  if (entry === null || typeof entry !== 'object' || Array.isArray(entry)) return null;
+  const value = (entry as Record<string, unknown>)[field];
+  return typeof value === 'string' ? value : null;
+}
+
+function toActionView(a: Action): ActionView {
+  return {
+    operation_id: a.id, kind: a.kind, summary: a.summary, details: parseDetails(a.details),
+    session_id: a.session_id, agent_id: a.agent_id, mission_id: a.mission_id, created_at: a.created_at,
+  };
+}
+
+function toQuestionView(q: Question): QuestionView {
+  return {
+    request_id: q.id, text: q.text, session_id: q.session_id, agent_id: q.agent_id, mission_id: q.mission_id,
+    asked_of: q.asked_of, answer_type: q.answer_type, created_at: q.created_at,
+  };
+}
+
+function parseDetails(json: string): Record<string, unknown> {
+  try {
+    const value: unknown = JSON.parse(json);
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : { value };
+  } catch {
+    return {};
+  }
+}

@@ -1,0 +1,37 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { freshDatabase, type TestDatabase } from '../testing/harness.ts';
+import { prepared } from './prepared.ts';
+import { openStore, type Store } from './store.ts';
+
+let database: TestDatabase;
+let store: Store;
+before(async () => {
+  database = await freshDatabase();
+  store = await openStore(database.url, database.pgSchema ? { pgSchema: database.pgSchema } : {});
+  const now = new Date().toISOString();
+  await store.db.insertInto('users').values([
+    { id: 'usr_a', email: 'a@example.test', password_hash: 'x', plan: 'free', created_at: now },
+    { id: 'usr_b', email: 'b@example.test', password_hash: 'x', plan: 'pro', created_at: now },
+  ]).execute();
+});
+after(async () => {
+  await store.close();
+  await database.drop();
+});
+
+// Parameters on both sides of a constant, to prove each lands in its own place.
+const usersByPlanAndEmail = prepared((db, plan: 'free' | 'pro', email: string) => db.selectFrom('users').select(['id', 'email'])
+  .where('plan', '=', plan).where('created_at', '>', '2000-01-01').where('email', '=', email));
+
+// Rows from node:sqlite have no prototype; compare plain copies.
+const plain = (rows: object[]) => rows.map((row) => ({ ...row }));
+
+test('a prepared query gives what the builder gives, call after call, with each value in its place', async () => {
+  assert.deepEqual(plain(await usersByPlanAndEmail(store.db, 'free', 'a@example.test')), [{ id: 'usr_a', email: 'a@example.test' }]);
+  assert.deepEqual(plain(await usersByPlanAndEmail(store.db, 'pro', 'b@example.test')), [{ id: 'usr_b', email: 'b@example.test' }]);
+  assert.deepEqual(await usersByPlanAndEmail(store.db, 'pro', 'a@example.test'), []);
+  const viaBuilder = await store.db.selectFrom('users').select(['id', 'email']).where('plan', '=', 'pro')
+    .where('created_at', '>', '2000-01-01').where('email', '=', 'b@example.test').execute();
+  assert.deepEqual(await usersByPlanAndEmail(store.db, 'pro', 'b@example.test'), viaBuilder);
+});

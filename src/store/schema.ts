@@ -1,0 +1,208 @@
+import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
+
+/**
+ * The whole database, one interface (Kysely types every query from it).
+ * Timestamps are ISO-8601 UTC strings in both dialects so rows compare and sort alike;
+ * turn `ts` strings carry microseconds (see domain/turn-clock.ts).
+ */
+export interface DB {
+  users: UsersTable;
+  workspaces: WorkspacesTable;
+  memberships: MembershipsTable;
+  agents: AgentsTable;
+  api_keys: ApiKeysTable;
+  audit_log: AuditLogTable;
+  sessions: SessionsTable;
+  turns: TurnsTable;
+  jobs: JobsTable;
+  idempotency_keys: IdempotencyKeysTable;
+  recent_messages: RecentMessagesTable;
+  missions: MissionsTable;
+  actions: ActionsTable;
+  questions: QuestionsTable;
+  web_sessions: WebSessionsTable;
+}
+
+export type Plan = 'free' | 'pro';
+export type Role = 'owner' | 'admin' | 'member';
+export type StoredKeyStatus = 'active' | 'inactive' | 'revoked';
+
+export interface UsersTable {
+  id: string;
+  email: string; // lower-cased
+  password_hash: string;
+  plan: Plan;
+  created_at: string;
+}
+
+export interface WorkspacesTable {
+  id: string;
+  name: string;
+  personal_of: string | null; // user id whose personal workspace this is
+  created_at: string;
+}
+
+export interface MembershipsTable {
+  workspace_id: string;
+  user_id: string;
+  role: Role;
+  created_at: string;
+}
+
+export interface AgentsTable {
+  id: string;
+  workspace_id: string;
+  name: string;
+  created_by: string;
+  created_at: string;
+}
+
+export interface ApiKeysTable {
+  id: string; // the public key id
+  user_id: string;
+  label: string;
+  secret_hash: ColumnType<Buffer, Buffer, never>;
+  rate_limit: number;
+  status: StoredKeyStatus;
+  expires_at: string | null;
+  created_at: string;
+  revoked_at: string | null;
+  last_used_at: string | null;
+}
+
+export interface AuditLogTable {
+  id: Generated<number>;
+  at: string;
+  actor_user_id: string | null;
+  action: string; // key.created, key.revoked, key.disabled, key.enabled, …
+  subject_id: string;
+  details: string | null; // JSON
+}
+
+export interface SessionsTable {
+  id: string;
+  user_id: string;
+  agent_id: string;
+  channel: string; // api, web, …
+  last_ts: string | null; // ts of the newest turn, the clock's high-water mark
+  created_at: string;
+}
+
+export type TurnRole = 'user' | 'agent';
+
+export interface TurnsTable {
+  id: Generated<number>;
+  session_id: string;
+  role: TurnRole;
+  text: string;
+  ts: string;
+  error: string | null;
+  job_id: number | null; // for a user turn: the job it enqueued; for an agent turn: the job that wrote it
+}
+
+export type JobStatus = 'queued' | 'running' | 'done' | 'failed';
+export type JobKind = 'message' | 'continuation';
+
+export interface JobsTable {
+  id: Generated<number>; // FIFO order per agent
+  agent_id: string;
+  session_id: string;
+  user_id: string;
+  kind: JobKind;
+  payload: string; // JSON, brain input of this unit of work
+  status: JobStatus;
+  attempts: ColumnType<number, number | undefined, number>;
+  lease_owner: string | null;
+  lease_expires_at: string | null;
+  user_turn_id: number | null;
+  reply_turn_id: number | null;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+}
+
+export interface IdempotencyKeysTable {
+  user_id: string;
+  key: string;
+  body_hash: string;
+  state: 'pending' | 'accepted';
+  session_id: string | null;
+  job_id: number | null;
+  created_at: string;
+}
+
+export interface RecentMessagesTable {
+  user_id: string;
+  target: string; // session id, or "agent:<id>" for a new session
+  text_hash: string;
+  session_id: string | null;
+  job_id: number | null;
+  created_at: string;
+}
+
+export type MissionStatus = 'active' | 'waiting' | 'done' | 'stopped' | 'closed';
+
+export interface MissionsTable {
+  id: string;
+  session_id: string;
+  agent_id: string;
+  owner_user_id: string;
+  status: MissionStatus;
+  created_at: string;
+  updated_at: string;
+}
+
+export type ActionStatus = 'pending' | 'approved' | 'executing' | 'done' | 'rejected' | 'closed';
+
+export interface ActionsTable {
+  id: string;
+  mission_id: string;
+  session_id: string;
+  agent_id: string;
+  owner_user_id: string;
+  kind: string;
+  summary: string;
+  details: string; // JSON
+  status: ActionStatus;
+  decision: string | null;
+  reason: string | null;
+  created_at: string;
+  decided_at: string | null;
+}
+
+export type QuestionStatus = 'open' | 'answered' | 'closed';
+
+export interface QuestionsTable {
+  id: string;
+  mission_id: string;
+  session_id: string;
+  agent_id: string;
+  owner_user_id: string;
+  asked_of: string;
+  text: string;
+  answer_type: string; // text, number, date, email, yesno, choice:a|b|c
+  status: QuestionStatus;
+  answer: string | null;
+  created_at: string;
+  answered_at: string | null;
+}
+
+export interface WebSessionsTable {
+  id: string; // SHA-256 of the cookie token, hex
+  user_id: string;
+  csrf_token: string;
+  created_at: string;
+  last_seen_at: string;
+  expires_at: string;
+}
+
+export type User = Selectable<UsersTable>;
+export type Agent = Selectable<AgentsTable>;
+export type ApiKey = Selectable<ApiKeysTable>;
+export type Session = Selectable<SessionsTable>;
+export type Turn = Selectable<TurnsTable>;
+export type Job = Selectable<JobsTable>;
+export type NewJob = Insertable<JobsTable>;
+export type Mission = Selectable<MissionsTable>;
+export type Action = Selectable<ActionsTable>;
+export type Question = Selectable<QuestionsTable>;

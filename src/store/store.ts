@@ -1,0 +1,148 @@
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import { Migrator, type Migration } from 'kysely/migration';
+import pg from 'pg';
+import type { DB } from './schema.ts';
+import { openNodeSqlite } from './node-sqlite-adapter.ts';
+import * as m001 from './migrations/001_initial.ts';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+/** The Store port: one Kysely handle over SQLite or PostgreSQL, migrated on open. */
+export interface Store {
+  readonly db: Kysely<DB>;
+  readonly dialect: Dialect;
+  /** PostgreSQL only: the pool, for LISTEN/NOTIFY clients. */
+  readonly pgPool: pg.Pool | null;
+  /** PostgreSQL only: the schema this store lives in (tests use one per run). */
+  readonly pgSchema: string | null;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export const DEFAULT_DATABASE_URL = 'sqlite:./data/agent-channel.db';
+
+export interface OpenStoreOptions {
+  /** PostgreSQL: use (and create) this schema instead of `public`. */
+  pgSchema?: string;
+  pgPoolSize?: number;
+}
+
+// bigint columns (ids of turns and jobs) come back as numbers; they stay far below 2^53.
+const pgTypes = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === 20 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+};
+
+export async function openStore(url: string = DEFAULT_DATABASE_URL, options: OpenStoreOptions = {}): Promise<Store> {
+  const store = url.startsWith('postgres://') || url.startsWith('postgresql://')
+    ? await openPostgres(url, options)
+    : openSqlite(url);
+  try {
+    await migrateWithRetry(store);
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  return store;
+}
+
+function openSqlite(url: string): Store {
+  if (!url.startsWith('sqlite:')) {
+    throw new Error(`DATABASE_URL must start with sqlite: or postgres:// (got "${url.split(':')[0]}:…")`);
+  }
+  const path = url.slice('sqlite:'.length) || DEFAULT_DATABASE_URL.slice('sqlite:'.length);
+  if (path !== ':memory:') mkdirSync(dirname(resolve(path)), { recursive: true });
+  const database = openNodeSqlite(path);
+  const db = new Kysely<DB>({ dialect: new SqliteDialect({ database }) });
+  return {
+    db,
+    dialect: 'sqlite',
+    pgPool: null,
+    pgSchema: null,
+    ping: async () => {
+      await sql`select 1`.execute(db);
+    },
+    close: () => db.destroy(),
+  };
+}
+
+/** `?schema=name` on a postgres URL selects (and creates) a schema other than public. */
+export function splitSchemaParam(url: string): { url: string; schema: string | null } {
+  const parsed = new URL(url);
+  const schema = parsed.searchParams.get('schema');
+  parsed.searchParams.delete('schema');
+  return { url: parsed.toString(), schema };
+}
+
+async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<Store> {
+  const { url, schema: schemaParam } = splitSchemaParam(rawUrl);
+  const schema = options.pgSchema ?? schemaParam;
+  if (schema !== null && !/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error('invalid schema name');
+  if (schema) {
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    try {
+      await admin.query(`create schema if not exists ${schema}`);
+    } finally {
+      await admin.end();
+    }
+  }
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.pgPoolSize ?? 10,
+    types: pgTypes,
+    ...(schema ? { options: `-c search_path=${schema}` } : {}),
+  });
+  pool.on('error', () => {}); // an idle client dropped by the server is replaced on next use
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  return {
+    db,
+    dialect: 'postgres',
+    pgPool: pool,
+    pgSchema: schema,
+    ping: async () => {
+      await sql`select 1`.execute(db);
+    },
+    close: () => db.destroy(),
+  };
+}
+
+/**
+ * Kysely's migrator looks its tables up through a catalog query over every schema; a schema
+ * that another process drops at that very moment makes that query fail (3F000) although ours
+ * is fine. That race is retried; any other error is not.
+ */
+async function migrateWithRetry(store: Store): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await migrate(store);
+    } catch (error) {
+      if ((error as { code?: string }).code !== '3F000' || attempt >= 5) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+    }
+  }
+}
+
+async function migrate(store: Store): Promise<void> {
+  const all: Record<string, Migration> = {
+    '001_initial': { up: (db) => m001.up(db, store.dialect) },
+  };
+  // Kysely looks for its own bookkeeping tables in every schema it can see unless told which one
+  // is ours, so another schema's tables (a parallel test run, another app) would pass for ours.
+  const migrationTableSchema = store.dialect === 'postgres'
+    ? (await sql<{ schema: string | null }>`select current_schema() as schema`.execute(store.db)).rows[0]?.schema ?? undefined
+    : undefined;
+  const migrator = new Migrator({
+    db: store.db, provider: { getMigrations: async () => all }, ...(migrationTableSchema ? { migrationTableSchema } : {}),
+  });
+  const { error } = await migrator.migrateToLatest();
+  if (error) throw error instanceof Error ? error : new Error(String(error));
+}
+
+/** Is this a unique-constraint violation, in either dialect? */
+export function isUniqueViolation(error: unknown): boolean {
+  const e = error as { code?: string; errcode?: string; message?: string };
+  return e?.code === '23505' || /UNIQUE constraint failed/.test(e?.message ?? '');
+}

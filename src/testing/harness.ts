@@ -1,0 +1,129 @@
+import { mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import pg from 'pg';
+import { buildApp } from '../app.ts';
+import { loadConfig, type Config } from '../config.ts';
+import { randomBase62 } from '../domain/ids.ts';
+import { createRuntime, type Runtime } from '../runtime.ts';
+import type { Plan } from '../store/schema.ts';
+
+/**
+ * Test harness: a real store (a fresh SQLite file, or a fresh PostgreSQL schema when
+ * TEST_DB=postgres), the real app, and helpers to make users and keys. No mocks.
+ */
+export const TEST_DB = (process.env.TEST_DB ?? 'sqlite') as 'sqlite' | 'postgres';
+export const TEST_PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+export const API = '/api/v1/api-channel';
+
+export interface TestDatabase {
+  url: string;
+  pgSchema?: string;
+  drop(): Promise<void>;
+}
+
+/** A database nobody else uses, removed by drop(). */
+export async function freshDatabase(): Promise<TestDatabase> {
+  const name = `t_${randomBase62(12).toLowerCase()}`;
+  if (TEST_DB === 'postgres') {
+    return {
+      url: TEST_PG_URL,
+      pgSchema: name,
+      async drop() {
+        const client = new pg.Client({ connectionString: TEST_PG_URL });
+        await client.connect();
+        try {
+          await client.query(`drop schema if exists ${name} cascade`);
+        } finally {
+          await client.end();
+        }
+      },
+    };
+  }
+  const dir = join(tmpdir(), 'agent-channel-tests', name);
+  mkdirSync(dir, { recursive: true });
+  return { url: `sqlite:${join(dir, 'test.db')}`, async drop() { rmSync(dir, { recursive: true, force: true }); } };
+}
+
+/** Environment variables that make a child process (server or CLI) use this database. */
+export function databaseEnv(database: TestDatabase): Record<string, string> {
+  if (!database.pgSchema) return { DATABASE_URL: database.url };
+  const url = new URL(database.url);
+  url.searchParams.set('schema', database.pgSchema);
+  return { DATABASE_URL: url.toString() };
+}
+
+export function testConfig(database: TestDatabase, overrides: Partial<Config> = {}): Config {
+  return { ...loadConfig({}), databaseUrl: database.url, scryptCostLog2: 10, ...overrides };
+}
+
+export interface TestUser {
+  id: string;
+  email: string;
+  password: string;
+  key: string;
+  keyId: string;
+  auth: { authorization: string };
+}
+
+export interface TestApp {
+  app: FastifyInstance;
+  runtime: Runtime;
+  config: Config;
+  database: TestDatabase;
+  inject(options: InjectOptions): Promise<LightMyRequestResponse>;
+  /** A user (personal workspace included) with one API key. */
+  user(options?: { plan?: Plan; rateLimit?: number; email?: string }): Promise<TestUser>;
+  /** A user with one agent in their personal workspace. */
+  userWithAgent(options?: { plan?: Plan; rateLimit?: number; agentName?: string }): Promise<TestUser & { agentId: string }>;
+  close(): Promise<void>;
+}
+
+/**
+ * A real app over a fresh database, or over `options.database` (several instances sharing one
+ * store; the database is then the caller's to drop).
+ */
+export async function startTestApp(overrides: Partial<Config> = {}, options: { database?: TestDatabase } = {}): Promise<TestApp> {
+  const database = options.database ?? (await freshDatabase());
+  const ownsDatabase = !options.database;
+  const config = testConfig(database, overrides);
+  const runtime = await createRuntime(config, database.pgSchema ? { pgSchema: database.pgSchema } : {});
+  const app = await buildApp(runtime, { logger: false });
+  await app.ready();
+  await runtime.startEngine();
+  const { services } = runtime;
+
+  async function user(options: { plan?: Plan; rateLimit?: number; email?: string } = {}): Promise<TestUser> {
+    const email = options.email ?? `u-${randomBase62(10).toLowerCase()}@example.test`;
+    const password = `pw-${randomBase62(16)}`;
+    const created = await services.accounts.createUser({ email, password, plan: options.plan ?? 'free' });
+    const { key, token } = await services.keys.create(created.id, { label: 'test', rate_limit: options.rateLimit ?? 10_000 });
+    return { id: created.id, email, password, key: token, keyId: key.key_id, auth: { authorization: `Bearer ${token}` } };
+  }
+
+  return {
+    app,
+    runtime,
+    config,
+    database,
+    inject: (options) => app.inject(options),
+    user,
+    async userWithAgent(options = {}) {
+      const u = await user(options);
+      const agent = await services.agents.create(u.id, { agent_name: options.agentName ?? 'Test agent' });
+      return { ...u, agentId: agent.agent_id };
+    },
+    async close() {
+      await app.close();
+      await runtime.close();
+      if (ownsDatabase) await database.drop();
+    },
+  };
+}
+
+/** A problem body without its per-request id, so that two problems can be compared whole. */
+export function withoutRequestId(body: Record<string, unknown>): Record<string, unknown> {
+  const { request_id: _requestId, ...rest } = body;
+  return rest;
+}
