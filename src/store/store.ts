@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import { Kysely, PostgresDialect, SqliteDialect, sql, type DatabaseIntrospector, type TableMetadata } from 'kysely';
 import { Migrator, type Migration } from 'kysely/migration';
 import pg from 'pg';
 import type { DB } from './schema.ts';
@@ -40,7 +40,7 @@ export async function openStore(url: string = DEFAULT_DATABASE_URL, options: Ope
     ? await openPostgres(url, options)
     : openSqlite(url);
   try {
-    await migrateWithRetry(store);
+    await migrate(store);
   } catch (error) {
     await store.close();
     throw error;
@@ -96,7 +96,7 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
     ...(schema ? { options: `-c search_path=${schema}` } : {}),
   });
   pool.on('error', () => {}); // an idle client dropped by the server is replaced on next use
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<DB>({ dialect: new CurrentSchemaPostgresDialect({ pool }) });
   return {
     db,
     dialect: 'postgres',
@@ -110,18 +110,26 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
 }
 
 /**
- * Kysely's migrator looks its tables up through a catalog query over every schema; a schema
- * that another process drops at that very moment makes that query fail (3F000) although ours
- * is fine. That race is retried; any other error is not.
+ * Kysely's own PostgreSQL introspector reads the catalog of every schema, column by column with
+ * pg_get_serial_sequence(); a table that another process alters or drops at that moment (a
+ * parallel test run, another app in the database) makes that query fail although our schema is
+ * fine. The migrator only needs to know which tables exist, so ours looks at our schema alone.
  */
-async function migrateWithRetry(store: Store): Promise<void> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await migrate(store);
-    } catch (error) {
-      if ((error as { code?: string }).code !== '3F000' || attempt >= 5) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
-    }
+class CurrentSchemaPostgresDialect extends PostgresDialect {
+  override createIntrospector(db: Kysely<any>): DatabaseIntrospector {
+    return {
+      async getSchemas() {
+        const { rows } = await sql<{ name: string }>`select nspname as name from pg_catalog.pg_namespace`.execute(db);
+        return rows;
+      },
+      async getTables(): Promise<TableMetadata[]> {
+        const { rows } = await sql<{ name: string; schema: string; is_view: boolean }>`
+          select c.relname as name, n.nspname as schema, c.relkind = 'v' as is_view
+          from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+          where n.nspname = current_schema() and c.relkind in ('r', 'p', 'v')`.execute(db);
+        return rows.map((row) => ({ name: row.name, schema: row.schema, isView: row.is_view, isForeign: false, columns: [] }));
+      },
+    };
   }
 }
 
@@ -129,14 +137,7 @@ async function migrate(store: Store): Promise<void> {
   const all: Record<string, Migration> = {
     '001_initial': { up: (db) => m001.up(db, store.dialect) },
   };
-  // Kysely looks for its own bookkeeping tables in every schema it can see unless told which one
-  // is ours, so another schema's tables (a parallel test run, another app) would pass for ours.
-  const migrationTableSchema = store.dialect === 'postgres'
-    ? (await sql<{ schema: string | null }>`select current_schema() as schema`.execute(store.db)).rows[0]?.schema ?? undefined
-    : undefined;
-  const migrator = new Migrator({
-    db: store.db, provider: { getMigrations: async () => all }, ...(migrationTableSchema ? { migrationTableSchema } : {}),
-  });
+  const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => all } });
   const { error } = await migrator.migrateToLatest();
   if (error) throw error instanceof Error ? error : new Error(String(error));
 }
