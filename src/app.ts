@@ -7,6 +7,7 @@ import { API_PREFIX, apiChannel } from './channels/api/index.ts';
 import { installErrorHandling } from './channels/api/plugins/errors.ts';
 import { webChannel } from './channels/web/index.ts';
 import { findNulCharacter, Problem } from './domain/problems.ts';
+import { sendProblem } from './channels/api/problem-reply.ts';
 import { installMetrics } from './observability/metrics.ts';
 import type { Runtime } from './runtime.ts';
 
@@ -31,6 +32,15 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     return503OnClosing: true,
     // One access-log line per request (written in onResponse) instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
+    // Room for any id a client may send (a wrong one is then a 404 of its kind, after auth).
+    routerOptions: { maxParamLength: 1000 },
+    // A URL the router cannot decode (bad percent-encoding, an absurdly long segment) names no
+    // route: the contract's 404 problem, not Fastify's own JSON.
+    frameworkErrors: (error, request, reply) => {
+      reply.header('X-Request-Id', request.id);
+      const why = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path segment is over 1000 characters' : 'it is not validly percent-encoded';
+      return sendProblem(request, reply, new Problem('not_found', `No route for this URL: ${why}.`));
+    },
   });
   app.setValidatorCompiler(validatorCompiler);
   // Response schemas document the API; serialising with JSON.stringify keeps the hot path lean.
@@ -40,9 +50,12 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id);
   });
-  // No stored text may hold U+0000 (PostgreSQL refuses it): a clear 422 instead of a 500, for every channel.
+  // No stored or queried text may hold U+0000 (PostgreSQL refuses it): a clear 422 instead of a
+  // 500, for every channel. Bulk routes judge their body's entries one by one instead (one bad
+  // entry never fails the others), so they opt out of the body check with `config.perEntryNul`.
   app.addHook('preValidation', async (request) => {
-    const path = findNulCharacter(request.body);
+    const perEntry = (request.routeOptions.config as { perEntryNul?: boolean } | undefined)?.perEntryNul === true;
+    const path = findNulCharacter(request.query) ?? findNulCharacter(request.params) ?? (perEntry ? null : findNulCharacter(request.body));
     if (path !== null) throw Problem.validation([{ path, message: 'must not contain the NUL character (U+0000)' }]);
   });
   app.addHook('onResponse', async (request, reply) => {

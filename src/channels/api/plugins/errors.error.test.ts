@@ -91,3 +91,28 @@ test('an unexpected failure is a 500 problem with no stack trace or SQL', async 
     await broken.close();
   }
 });
+
+test('a URL that cannot be decoded is a 404 problem, not Fastify\'s own JSON', async () => {
+  for (const headers of [{}, u.auth]) {
+    const res = await t.inject({ method: 'GET', url: `${API}/sessions/%E0%A4%A/messages`, headers });
+    assertProblem(res, 404, 'not_found');
+  }
+});
+
+test('a long path id reaches auth and then the object check, like any unknown id', async () => {
+  const longId = `ses_${'x'.repeat(500)}`;
+  assertProblem(await t.inject({ method: 'GET', url: `${API}/sessions/${longId}/messages` }), 401, 'unauthorized');
+  assertProblem(await t.inject({ method: 'GET', url: `${API}/sessions/${longId}/messages`, headers: u.auth }), 404, 'session_not_found');
+  // Past the router's bound it names no route at all.
+  assertProblem(await t.inject({ method: 'GET', url: `${API}/sessions/${'x'.repeat(1001)}/messages`, headers: u.auth }), 404, 'not_found');
+});
+
+test('a NUL character in a query string is a 422 naming the field, never a 500 (PostgreSQL refuses NUL)', async () => {
+  for (const url of [`${API}/actions?session_id=%00`, `${API}/actions?session_id=ses_%00`, `${API}/questions?session_id=a%00b`,
+    `${API}/sessions/ses_abc/messages?after=%00`]) {
+    const body = assertProblem(await t.inject({ method: 'GET', url, headers: u.auth }), 422, 'validation_failed');
+    assert.match(JSON.stringify(body.errors), /session_id|after/, url);
+  }
+  const inPath = await t.inject({ method: 'GET', url: `${API}/sessions/ses_%00/messages`, headers: u.auth });
+  assertProblem(inPath, 422, 'validation_failed');
+});
