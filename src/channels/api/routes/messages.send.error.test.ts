@@ -89,6 +89,23 @@ test('!fail within the ceiling → 502 agent_failed carrying session_id; the tra
   assert.equal(page.messages[1].error, 'agent_failed');
 });
 
+test('a 502 still says which wait was applied; a refused message (4xx) does not', async () => {
+  const u = await t.userWithAgent();
+  const failed = await send(t, u, { text: '!fail' }, { Prefer: 'wait=3' });
+  assert.equal(failed.statusCode, 502);
+  assert.equal(failed.headers['preference-applied'], 'wait=3');
+  const refused = await send(t, u, { text: 'hi', session_id: 'ses_nope00000000000000000' }, { Prefer: 'wait=3' });
+  assert.equal(refused.statusCode, 404);
+  assert.equal(refused.headers['preference-applied'], undefined);
+});
+
+test('a long or unknown Prefer is ignored (RFC 7240), not refused', async () => {
+  const u = await t.userWithAgent();
+  const res = await send(t, u, { text: 'hello' }, { Prefer: `handling=lenient; ${'x'.repeat(1000)}` });
+  assert.equal(res.statusCode, 200);
+  assert.equal(res.headers['preference-applied'], undefined);
+});
+
 test('a failure after the ceiling appears as an error turn for the poller', async () => {
   const u = await t.userWithAgent();
   const res = await send(t, u, { text: '!sleep 300 !fail' }, { Prefer: 'wait=0' });

@@ -211,3 +211,17 @@ describe('POST /messages: Idempotency-Key and the duplicate window together', ()
     assert.equal(res.headers['preference-applied'], 'wait=10');
   });
 });
+
+describe('POST /messages: a wait ceiling under a second', () => {
+  let t: TestApp;
+  before(async () => { t = await startTestApp({ waitCeilingMs: 800 }); });
+  after(async () => { await t.close(); });
+
+  test('Prefer: wait=5 waits the whole (sub-second) ceiling, not less', async () => {
+    const u = await t.userWithAgent();
+    const res = await send(t, u, { text: '!sleep 300 short nap' }, { Prefer: 'wait=5' });
+    assert.equal(res.statusCode, 200, 'a 300 ms turn completes within the 800 ms ceiling');
+    assert.equal(res.json().reply, 'You said: short nap');
+    assert.equal(res.headers['preference-applied'], 'wait=0', 'whole seconds, rounded down');
+  });
+});

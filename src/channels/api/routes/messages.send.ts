@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { checkMessageText } from '../../../domain/problems.ts';
+import { checkMessageText, Problem } from '../../../domain/problems.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { API_PREFIX } from '../prefix.ts';
 import { callerOf } from '../plugins/auth.ts';
@@ -15,7 +15,8 @@ const SendHeaders = z.object({
   'idempotency-key': z.string().min(1).max(255).optional().meta({
     description: 'A retry with the same key and body within 24 h starts no turn and returns the first outcome as it stands now.',
   }),
-  prefer: z.string().max(200).optional().meta({ description: 'RFC 7240, e.g. `wait=5`: wait at most that many seconds (capped by the server ceiling).' }),
+  // No length bound of its own: Node bounds header sizes, and RFC 7240 says to ignore what is not understood.
+  prefer: z.string().optional().meta({ description: 'RFC 7240, e.g. `wait=5`: wait at most that many seconds (capped by the server ceiling).' }),
 });
 
 export const SendResultSchema = z.object({
@@ -60,20 +61,27 @@ export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {
       checkMessageText(body && typeof body === 'object' && !Array.isArray(body) ? body.text : undefined);
     },
   }, async (request, reply) => {
-    // delta-seconds (RFC 7240): whole seconds, capped at the ceiling.
-    const ceilingSeconds = Math.floor(ctx.conversations.waitCeilingMs / 1000);
+    // delta-seconds (RFC 7240): the wait is capped at the ceiling (which may be under a second);
+    // Preference-Applied reports it in whole seconds, on every outcome of the send, 502 included.
     const wanted = preferredWaitSeconds(request.headers.prefer);
-    const waitSeconds = wanted === undefined ? undefined : Math.min(wanted, ceilingSeconds);
-    const result = await ctx.conversations.submit({
-      userId: callerOf(request).userId,
-      channel: 'api',
-      text: request.body.text,
-      sessionId: request.body.session_id,
-      agentId: request.body.agent_id,
-      idempotencyKey: request.headers['idempotency-key'],
-      waitMs: waitSeconds === undefined ? undefined : waitSeconds * 1000,
-    });
-    if (waitSeconds !== undefined) reply.header('Preference-Applied', `wait=${waitSeconds}`);
+    const waitMs = wanted === undefined ? undefined : Math.min(wanted * 1000, ctx.conversations.waitCeilingMs);
+    if (waitMs !== undefined) reply.header('Preference-Applied', `wait=${Math.floor(waitMs / 1000)}`);
+    let result;
+    try {
+      result = await ctx.conversations.submit({
+        userId: callerOf(request).userId,
+        channel: 'api',
+        text: request.body.text,
+        sessionId: request.body.session_id,
+        agentId: request.body.agent_id,
+        idempotencyKey: request.headers['idempotency-key'],
+        waitMs,
+      });
+    } catch (error) {
+      // Only an accepted message had its preference applied; a refused one (4xx) did not wait at all.
+      if (!(error instanceof Problem && error.code === 'agent_failed')) reply.removeHeader('Preference-Applied');
+      throw error;
+    }
     if (result.status === 'processing' || result.status === 'queued') {
       reply.header('Location', `${API_PREFIX}/sessions/${result.session_id}/messages`);
       return reply.code(202).send(result);
