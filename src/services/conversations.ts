@@ -49,12 +49,14 @@ export interface ConversationsDeps {
   waitCeilingMs: number;
   duplicateWindowMs: number;
   idempotencyTtlMs: number;
+  /** A pending Idempotency-Key older than this was left by a request that died before accepting. */
+  pendingAbandonedAfterMs?: number;
 }
 
 const ownSession = prepared((db, sessionId: string, userId: string) => db.selectFrom('sessions').selectAll()
   .where('id', '=', sessionId).where('user_id', '=', userId));
 
-const PENDING_ABANDONED_AFTER_MS = 30_000;
+const DEFAULT_PENDING_ABANDONED_AFTER_MS = 30_000;
 
 const sha256 = (value: string): string => createHash('sha256').update(value).digest('hex');
 
@@ -92,13 +94,16 @@ export class ConversationsService {
     // Forget the key once it expired, or when its first request never got accepted (its process
     // died between taking the key and accepting): accepting takes milliseconds, not half a minute.
     const expired = new Date(Date.now() - this.deps.idempotencyTtlMs).toISOString();
-    const abandoned = new Date(Date.now() - PENDING_ABANDONED_AFTER_MS).toISOString();
+    const abandoned = new Date(Date.now() - (this.deps.pendingAbandonedAfterMs ?? DEFAULT_PENDING_ABANDONED_AFTER_MS)).toISOString();
     await db.deleteFrom('idempotency_keys').where('user_id', '=', inbound.userId).where('key', '=', key)
       .where((eb) => eb.or([eb('created_at', '<', expired), eb.and([eb('state', '=', 'pending'), eb('created_at', '<', abandoned)])]))
       .execute();
+    // Our pending record is known by its created_at: a retry after pendingAbandonedAfterMs
+    // may have replaced it, and then this request must neither accept nor free the key.
+    const pendingSince = new Date().toISOString();
     try {
       await db.insertInto('idempotency_keys').values({
-        user_id: inbound.userId, key, body_hash: bodyHash, state: 'pending', session_id: null, job_id: null, created_at: new Date().toISOString(),
+        user_id: inbound.userId, key, body_hash: bodyHash, state: 'pending', session_id: null, job_id: null, created_at: pendingSince,
       }).execute();
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
@@ -114,12 +119,12 @@ export class ConversationsService {
     }
     try {
       const target = await this.resolveTarget(inbound);
-      const accepted = await this.accept(inbound, text, target, key);
+      const accepted = await this.accept(inbound, text, target, { key, pendingSince });
       return this.outcome(accepted.jobId, accepted.messageTs, waitMs);
     } catch (error) {
       // Not accepted: free the key so that a corrected retry can use it.
       await db.deleteFrom('idempotency_keys').where('user_id', '=', inbound.userId).where('key', '=', key)
-        .where('state', '=', 'pending').execute();
+        .where('state', '=', 'pending').where('created_at', '=', pendingSince).execute();
       throw error;
     }
   }
@@ -143,7 +148,10 @@ export class ConversationsService {
   }
 
   /** One transaction: duplicate check, session, user turn, job, idempotency record. */
-  private async accept(inbound: InboundMessage, text: string, target: { session: Session | null; agentId: string }, idempotencyKey: string | null) {
+  private async accept(
+    inbound: InboundMessage, text: string, target: { session: Session | null; agentId: string },
+    idempotency: { key: string; pendingSince: string } | null,
+  ) {
     const { engine, store } = this.deps;
     return engine.transact(async (trx, stage, hooks) => {
       const now = new Date();
@@ -153,7 +161,7 @@ export class ConversationsService {
         // Claim (user, target, text) for the window. A request with an Idempotency-Key is never a
         // duplicate itself (the key alone decides) but still claims, so a plain resend of the same
         // text within the window is recognised as one.
-        const replaceIfBefore = idempotencyKey === null
+        const replaceIfBefore = idempotency === null
           ? new Date(now.getTime() - this.deps.duplicateWindowMs).toISOString()
           : '9999-12-31T23:59:59.999Z'; // keyed: always take the claim over
         const claimed = await trx.insertInto('recent_messages').values({
@@ -179,9 +187,14 @@ export class ConversationsService {
       const payload: JobPayload = { kind: 'message', text };
       const jobId = await engine.enqueue(trx, stage, hooks, { agentId: target.agentId, sessionId, userId: inbound.userId, kind: 'message', payload, userTurnId: turn.id });
       await trx.updateTable('turns').set({ job_id: jobId }).where('id', '=', turn.id).execute();
-      if (idempotencyKey !== null) {
-        await trx.updateTable('idempotency_keys').set({ state: 'accepted', session_id: sessionId, job_id: jobId })
-          .where('user_id', '=', inbound.userId).where('key', '=', idempotencyKey).execute();
+      if (idempotency !== null) {
+        const taken = await trx.updateTable('idempotency_keys').set({ state: 'accepted', session_id: sessionId, job_id: jobId })
+          .where('user_id', '=', inbound.userId).where('key', '=', idempotency.key)
+          .where('state', '=', 'pending').where('created_at', '=', idempotency.pendingSince).executeTakeFirst();
+        // Our claim was given up as abandoned and taken by a retry: that retry's turn is the one.
+        if (Number(taken.numUpdatedRows) !== 1) {
+          throw new Problem('idempotency_key_in_use', 'This request took too long to be accepted; a retry with the same Idempotency-Key took over.');
+        }
       }
       if (this.deps.duplicateWindowMs > 0) {
         await trx.updateTable('recent_messages').set({ session_id: sessionId, job_id: jobId })
