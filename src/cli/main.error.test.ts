@@ -27,6 +27,9 @@ const failures: Array<[string, string[], RegExp]> = [
   ['enabling a key that does not exist', ['keys', 'enable', '--key-id', 'NoSuchKey0000000'], /key/i],
   ['a role that does not exist', ['workspaces', 'add-member', '--workspace', 'wsp_x', '--email', 'someone@example.test', '--role', 'owner'], /--role/],
   ['an unknown workspace', ['workspaces', 'add-member', '--workspace', 'wsp_nope', '--email', 'someone@example.test', '--role', 'member'], /workspace/i],
+  ['a flag value that looks like a flag', ['users', 'create', '--email', 'h@example.test', '--password', '-h'], /--password=/],
+  ['extra words after a command', ['keys', 'list', 'now', '--email', 'someone@example.test'], /unknown command "keys list now"/],
+  ['a label with a line break', ['keys', 'create', '--email', 'someone@example.test', '--label', 'one\ntwo'], /control characters/],
 ];
 
 for (const [what, args, message] of failures) {

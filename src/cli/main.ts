@@ -58,7 +58,9 @@ const COMMANDS: Record<string, Command> = {
   'keys list': async (s, f, out) => {
     const user = await s.accounts.requireByEmail(required(f, 'email'));
     for (const key of await s.keys.list(user.id)) {
-      out([key.key_id, key.label, key.status, key.last_used_at ?? 'never', key.expires_at ?? 'never'].join('\t'));
+      // One key per line, tab-separated: a label can never break the line or add a column.
+      const label = key.label.replace(/[\p{Cc}]/gu, ' ');
+      out([key.key_id, label, key.status, key.last_used_at ?? 'never', key.expires_at ?? 'never'].join('\t'));
     }
   },
   'keys revoke': async (s, f) => {
@@ -82,33 +84,36 @@ const FLAG_NAMES = ['email', 'password', 'plan', 'name', 'workspace', 'label', '
 
 /** Runs one CLI command; returns the exit code. Output on stdout, errors on stderr. */
 export async function run(argv: string[]): Promise<number> {
-  const words = argv.filter((a) => !a.startsWith('-'));
-  if (argv.includes('--help') || argv.includes('-h') || words[0] === 'help') {
-    process.stdout.write(`${USAGE}\n`);
-    return 0;
+  let flags: Flags;
+  let words: string[];
+  try {
+    // A value that starts with "-" must be written --flag=value; parseArgs says so itself.
+    const parsed = parseArgs({
+      args: argv,
+      options: { ...Object.fromEntries(FLAG_NAMES.map((n) => [n, { type: 'string' as const }])), help: { type: 'boolean', short: 'h' } },
+      strict: true,
+      allowPositionals: true,
+    });
+    const { help, ...values } = parsed.values;
+    if (help || parsed.positionals[0] === 'help') {
+      process.stdout.write(`${USAGE}\n`);
+      return 0;
+    }
+    flags = values as Flags;
+    words = parsed.positionals;
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n\n${USAGE}\n`);
+    return 2;
   }
-  if (words.length === 0 || words[0] === 'serve') {
+  if (words.length === 0 || (words[0] === 'serve' && words.length === 1)) {
     const { serve } = await import('../main.ts');
     await serve();
     return 0;
   }
-  const name = `${words[0]} ${words[1] ?? ''}`.trim();
+  const name = words.slice(0, 2).join(' ');
   const command = COMMANDS[name];
-  if (!command) {
-    process.stderr.write(`unknown command "${name}"\n\n${USAGE}\n`);
-    return 2;
-  }
-  let flags: Flags;
-  try {
-    const parsed = parseArgs({
-      args: argv.slice(2),
-      options: Object.fromEntries(FLAG_NAMES.map((n) => [n, { type: 'string' as const }])),
-      strict: true,
-      allowPositionals: false,
-    });
-    flags = parsed.values as Flags;
-  } catch (error) {
-    process.stderr.write(`${(error as Error).message}\n`);
+  if (!command || words.length > 2) {
+    process.stderr.write(`unknown command "${words.join(' ')}"\n\n${USAGE}\n`);
     return 2;
   }
   // The CLI shares the server's services but runs no turns and needs no shared rate limiter.

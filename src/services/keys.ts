@@ -17,7 +17,7 @@ export interface KeysDeps {
 
 export function createKeyInputSchema(maxRateLimit: number) {
   return z.object({
-    label: z.string().trim().min(1, 'is required').max(100),
+    label: z.string().trim().min(1, 'is required').max(100).regex(/^\P{Cc}*$/u, 'must not contain control characters such as tabs or line breaks'),
     rate_limit: z.number().int().min(1).max(maxRateLimit).optional(),
     expires_in_days: z.number().int().min(1).max(3650).optional(),
   });
