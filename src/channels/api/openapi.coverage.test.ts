@@ -50,3 +50,10 @@ test('the bearer scheme applies to the API and problem bodies are described', ()
   const headerNames = send.parameters.filter((p: any) => p.in === 'header').map((p: any) => p.name.toLowerCase());
   assert.ok(headerNames.includes('idempotency-key') && headerNames.includes('prefer'));
 });
+
+test('query parameters are documented as what they mean (limit: an integer from 1 to 200)', () => {
+  const read = doc.paths[`${API}/sessions/{session_id}/messages`].get;
+  const limit = read.parameters.find((p: any) => p.in === 'query' && p.name === 'limit');
+  assert.deepEqual({ type: limit.schema.type, minimum: limit.schema.minimum, maximum: limit.schema.maximum }, { type: 'integer', minimum: 1, maximum: 200 });
+  assert.equal(limit.schema.pattern, undefined);
+});
