@@ -1,3 +1,4 @@
+import type { RateLimitStore } from './ratelimit/select.ts';
 import { DEFAULT_DATABASE_URL } from './store/store.ts';
 
 /** Every server setting, read from the environment once. README lists each of them. */
@@ -11,7 +12,7 @@ export interface Config {
   idempotencyTtlMs: number;
   defaultRateLimitPerMinute: number;
   maxRateLimitPerMinute: number;
-  rateLimitStore: 'memory' | 'redis';
+  rateLimitStore: RateLimitStore;
   redisUrl: string;
   freeAgentLimit: number;
   proAgentLimit: number;
@@ -37,9 +38,13 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const maxRateLimitPerMinute = int(env, 'MAX_RATE_LIMIT_PER_MINUTE', 10_000, 1, 100_000_000);
-  const rateLimitStore = env.RATE_LIMIT_STORE ?? 'memory';
-  if (rateLimitStore !== 'memory' && rateLimitStore !== 'redis') {
-    throw new Error(`RATE_LIMIT_STORE must be "memory" or "redis" (got "${rateLimitStore}")`);
+  // Unset: follow the database (memory on SQLite, postgres on PostgreSQL); see ratelimit/select.ts.
+  const rateLimitStore = (env.RATE_LIMIT_STORE || 'auto') as RateLimitStore;
+  if (!['auto', 'memory', 'redis', 'postgres'].includes(rateLimitStore)) {
+    throw new Error(`RATE_LIMIT_STORE must be "memory", "redis" or "postgres", or unset to follow the database (got "${rateLimitStore}")`);
+  }
+  if (rateLimitStore === 'postgres' && !/^postgres(ql)?:\/\//.test(env.DATABASE_URL ?? '')) {
+    throw new Error('RATE_LIMIT_STORE=postgres needs a PostgreSQL DATABASE_URL (postgres://…)');
   }
   return {
     port: int(env, 'PORT', 8080, 0, 65535),

@@ -1,11 +1,10 @@
 import { BuiltinBrain } from './brains/builtin.ts';
-import { builtinToolRegistry } from './brains/tools.ts';
+import { builtinToolRegistry, type ToolRegistry } from './brains/tools.ts';
 import type { Config } from './config.ts';
 import { InProcessBus, PostgresBus, type Bus } from './engine/bus.ts';
 import { TurnEngine } from './engine/turn-engine.ts';
-import { MemoryRateLimiter } from './ratelimit/memory.ts';
 import type { RateLimiter } from './ratelimit/rate-limiter.ts';
-import { RedisRateLimiter } from './ratelimit/redis.ts';
+import { createRateLimiter } from './ratelimit/select.ts';
 import { createServices, type Services } from './services/services.ts';
 import { openStore, splitSchemaParam, type OpenStoreOptions, type Store } from './store/store.ts';
 
@@ -25,6 +24,7 @@ export interface Runtime {
 
 export async function createRuntime(
   config: Config, storeOptions: OpenStoreOptions = {}, logError: (error: unknown, context: string) => void = () => {},
+  tools: ToolRegistry = builtinToolRegistry(),
 ): Promise<Runtime> {
   const store = await openStore(config.databaseUrl, storeOptions);
   let engine: TurnEngine | undefined;
@@ -35,8 +35,8 @@ export async function createRuntime(
     store, bus, instanceId: config.instanceId, perAgent: config.agentConcurrency,
     concurrency: config.runnerConcurrency, leaseMs: config.leaseMs, onError: logError,
   });
-  const services = createServices({ store, config, engine, brain: new BuiltinBrain(), tools: builtinToolRegistry() });
-  const rateLimiter: RateLimiter = config.rateLimitStore === 'redis' ? new RedisRateLimiter(config.redisUrl) : new MemoryRateLimiter();
+  const services = createServices({ store, config, engine, brain: new BuiltinBrain(), tools });
+  const rateLimiter: RateLimiter = createRateLimiter(config.rateLimitStore, store, config.redisUrl);
   const theEngine = engine;
   return {
     config, store, bus, engine: theEngine, services, rateLimiter,

@@ -80,3 +80,66 @@ test('a changed limit keeps the newest acceptances', () => {
   assert.equal(limiter.takeSync('k', 3).allowed, false, 'three of the five are still in the window');
   assert.equal(limiter.takeSync('k', 10).allowed, true);
 });
+
+test('a changed limit counts every acceptance still in the window, oldest first', () => {
+  const { clock, limiter } = limiterAt();
+  const t0 = clock.now;
+  for (let i = 0; i < 5; i++) { limiter.takeSync('k', 5); clock.now += 1000; } // at t0 … t0+4 s
+  const refused = limiter.takeSync('k', 2);
+  assert.equal(refused.allowed, false);
+  assert.equal(refused.resetSeconds, 60 - 5 + 3, 'two fewer than five: the fourth acceptance (t0+3 s) must leave');
+  clock.now = t0 + 3000 + WINDOW_MS;
+  assert.equal(limiter.takeSync('k', 2).allowed, true);
+});
+
+test('memory follows what can be in a window, not the limit: a key with L = 50,000,000', () => {
+  const { clock, limiter } = limiterAt();
+  const limit = 50_000_000;
+  const before = process.memoryUsage().arrayBuffers;
+  // Five thousand takes in one millisecond make one run; then five thousand in as many milliseconds.
+  for (let i = 0; i < 5000; i++) assert.equal(limiter.takeSync('big', limit).allowed, true);
+  assert.deepEqual(limiter.held('big'), { runs: 1, capacity: 4 });
+  for (let i = 0; i < 5000; i++) { clock.now += 1; limiter.takeSync('big', limit); }
+  const held = limiter.held('big')!;
+  assert.equal(held.runs, 5001);
+  assert.ok(held.capacity <= 8192, `capacity ${held.capacity}`);
+  const grown = process.memoryUsage().arrayBuffers - before;
+  // An array of L slots would be 400 MB; runs cost 12 bytes each (and the ring at most doubles).
+  assert.ok(grown < 2_000_000, `array buffers grew by ${grown} bytes`);
+  const d = limiter.takeSync('big', limit);
+  assert.deepEqual(d, { allowed: true, limit, remaining: limit - 10_001, resetSeconds: 0 });
+});
+
+test('a busy key never holds more than one run per millisecond of the window, and shrinks when quiet', () => {
+  const { clock, limiter } = limiterAt();
+  for (let i = 0; i < 150_000; i++) { clock.now += 1; limiter.takeSync('k', 100_000_000); }
+  assert.ok(limiter.held('k')!.runs <= WINDOW_MS, `runs ${limiter.held('k')!.runs}`);
+  assert.ok(limiter.held('k')!.capacity <= 65_536, `capacity ${limiter.held('k')!.capacity}`);
+  clock.now += WINDOW_MS - 10; // all but the last ten milliseconds' runs leave
+  limiter.takeSync('k', 100_000_000);
+  assert.equal(limiter.held('k')!.runs, 11);
+  assert.ok(limiter.held('k')!.capacity <= 64, `capacity ${limiter.held('k')!.capacity}`);
+});
+
+test('on a clock with fractions of a millisecond it errs only towards refusing, and never waits past 60 s', () => {
+  const { clock, limiter } = limiterAt(1_000_000.25);
+  assert.equal(limiter.takeSync('k', 2).allowed, true);
+  clock.now = 1_000_000.75; // the same millisecond: one run, its time now .75
+  const second = limiter.takeSync('k', 2);
+  assert.deepEqual(second, { allowed: true, limit: 2, remaining: 0, resetSeconds: 60 });
+  clock.now = 1_000_000.25 + WINDOW_MS; // an exact log would let the first one go here
+  assert.equal(limiter.takeSync('k', 2).allowed, false, 'the run counts until its latest has left');
+  clock.now = 1_000_000.75 + WINDOW_MS;
+  assert.equal(limiter.takeSync('k', 2).allowed, true);
+});
+
+test('a clock that steps back lets nothing more through', () => {
+  const { clock, limiter } = limiterAt();
+  const t0 = clock.now;
+  limiter.takeSync('k', 2);
+  clock.now = t0 - 30_000;
+  assert.equal(limiter.takeSync('k', 2).allowed, true);
+  assert.equal(limiter.takeSync('k', 2).allowed, false);
+  clock.now = t0 + WINDOW_MS;
+  assert.equal(limiter.takeSync('k', 2).allowed, true, 'both were filed at t0, and have left');
+});

@@ -5,8 +5,8 @@ import { WINDOW_MS, type RateLimiter } from './rate-limiter.ts';
 
 /**
  * What every RateLimiter must do, whatever holds its log; run by each implementation's test
- * file (memory.test.ts, redis.test.ts). Needs no control of the clock: these all happen well
- * inside one window.
+ * file (memory.test.ts, redis.test.ts, postgres.test.ts). Needs no control of the clock: these
+ * all happen well inside one window.
  */
 export function rateLimiterConformance(name: string, limiter: () => RateLimiter, options: { skip?: string | false } = {}): void {
   const it = (title: string, fn: () => Promise<void>) => test(`${name}: ${title}`, { skip: options.skip ?? false }, fn);

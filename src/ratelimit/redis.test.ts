@@ -45,12 +45,14 @@ after(async () => {
 // Each call goes to the next instance, so every conformance check also spans instances.
 rateLimiterConformance('RedisRateLimiter', () => instances[turn++ % instances.length]!, { skip });
 
-/** Fills a key's log with `count` acceptances at `ageMs` before Redis's own now. */
+/** Fills a key's log with `count` acceptances filed `ageMs` before Redis's own now. */
 async function seedLog(keyId: string, count: number, ageMs: number): Promise<void> {
   const [seconds, micros] = await admin!.time();
-  const at = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) - ageMs;
-  for (let i = 0; i < count; i++) await admin!.zadd(PREFIX + keyId, at, `seed-${i}`);
-  await admin!.pexpire(PREFIX + keyId, WINDOW_MS);
+  const at = Number(seconds) * 1_000_000 + Number(micros) - ageMs * 1000;
+  const keys = instances[0]!.keysOf(keyId);
+  await admin!.rpush(keys.runs, `${at}:${count}`);
+  await admin!.set(keys.total, count, 'PX', WINDOW_MS);
+  await admin!.pexpire(keys.runs, WINDOW_MS);
 }
 
 test('RedisRateLimiter: a full log refuses until its oldest entry is a window old', { skip }, async () => {
@@ -71,7 +73,10 @@ test('RedisRateLimiter: refusals leave the log as it was', { skip }, async () =>
   await instances[0]!.take(key, 2);
   await instances[1]!.take(key, 2);
   for (let i = 0; i < 10; i++) await instances[i % 3]!.take(key, 2);
-  assert.equal(await admin!.zcard(PREFIX + key), 2);
+  const keys = instances[0]!.keysOf(key);
+  const runs = await admin!.lrange(keys.runs, 0, -1);
+  assert.equal(runs.reduce((sum, run) => sum + Number(run.split(':')[1]), 0), 2);
+  assert.equal(await admin!.get(keys.total), '2');
 });
 
 test('RedisRateLimiter: several instances sharing a key never accept more than L together', { skip }, async () => {
@@ -80,4 +85,42 @@ test('RedisRateLimiter: several instances sharing a key never accept more than L
   const decisions = await Promise.all(Array.from({ length: 150 }, (_, i) => instances[i % instances.length]!.take(key, limit)));
   assert.equal(decisions.filter((d) => d.allowed).length, limit);
   assert.ok(decisions.filter((d) => !d.allowed).every((d) => d.remaining === 0 && d.resetSeconds >= 1));
+});
+
+test('RedisRateLimiter: a key with L = 50,000,000 holds one run per millisecond, not one entry per request', { skip }, async () => {
+  const key = `k${randomBase62(12)}`;
+  const limit = 50_000_000;
+  const decisions = await Promise.all(Array.from({ length: 3000 }, (_, i) => instances[i % 3]!.take(key, limit)));
+  assert.ok(decisions.every((d) => d.allowed));
+  const keys = instances[0]!.keysOf(key);
+  const runs = await admin!.lrange(keys.runs, 0, -1);
+  assert.equal(runs.reduce((sum, run) => sum + Number(run.split(':')[1]), 0), 3000, 'every acceptance is counted');
+  assert.equal(await admin!.get(keys.total), '3000');
+  const stamps = runs.map((run) => Number(run.split(':')[0]));
+  assert.ok(stamps.every((at, i) => i === 0 || Math.floor(at / 1000) > Math.floor(stamps[i - 1]! / 1000)), 'runs are oldest first, one per millisecond');
+  assert.ok(runs.length < 3000, `${runs.length} runs for 3000 requests`);
+  const bytes = Number(await admin!.call('MEMORY', 'USAGE', keys.runs));
+  assert.ok(bytes < 64 * 1024, `the log takes ${bytes} bytes`);
+  const next = await instances[1]!.take(key, limit);
+  assert.equal(next.remaining, limit - 3001);
+});
+
+test('RedisRateLimiter: a lost total is counted again from the runs', { skip }, async () => {
+  const key = `k${randomBase62(12)}`;
+  for (let i = 0; i < 3; i++) await instances[i]!.take(key, 4);
+  await admin!.del(instances[0]!.keysOf(key).total);
+  const last = await instances[0]!.take(key, 4);
+  assert.deepEqual({ allowed: last.allowed, remaining: last.remaining }, { allowed: true, remaining: 0 });
+  assert.equal((await instances[1]!.take(key, 4)).allowed, false);
+});
+
+test('RedisRateLimiter: a limit lowered below what the window holds waits for enough to leave', { skip }, async () => {
+  const key = `k${randomBase62(12)}`;
+  await seedLog(key, 2, WINDOW_MS - 3_000); // leave in about 3 s
+  await instances[0]!.take(key, 10); // leaves in about 60 s
+  const refused = await instances[1]!.take(key, 2);
+  assert.equal(refused.allowed, false);
+  assert.ok(refused.resetSeconds >= 2 && refused.resetSeconds <= 3, `resetSeconds ${refused.resetSeconds}`);
+  const lower = await instances[2]!.take(key, 1);
+  assert.ok(lower.resetSeconds >= 59 && lower.resetSeconds <= 60, `resetSeconds ${lower.resetSeconds}`);
 });

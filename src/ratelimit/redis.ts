@@ -1,46 +1,112 @@
 import { Redis } from 'ioredis';
 import { decision, WINDOW_MS, type RateDecision, type RateLimiter } from './rate-limiter.ts';
 
-// One atomic step on Redis's own clock, so every instance judges by the same time.
-// Returns { accepted 0|1, used in window, oldest accepted ms or -1, now ms }.
+// One atomic step on Redis's own clock (µs), so every instance judges by the same time.
+// KEYS[1]: the key's runs, a list of "<µs>:<count>", oldest first: one run per millisecond in
+// which something was accepted, its time that of the latest acceptance in it, all of which count
+// while now < that + window (exact to the µs; the earlier ones of a run count less than 1 ms too
+// long). KEYS[2]: the sum of their counts. A key holds at most min(L, 60,001) runs however large
+// L is. Returns { accepted 0|1, used in window, µs at which a request is next sure to pass or
+// -1, now µs }.
 const TAKE = `
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-local used = redis.call('ZCARD', KEYS[1])
-local accepted = 0
-if used < limit then
-  redis.call('ZADD', KEYS[1], now, now .. '-' .. ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], window)
-  used = used + 1
-  accepted = 1
+local windowMs = tonumber(ARGV[2])
+local window = windowMs * 1000
+
+local function parse(run)
+  local sep = string.find(run, ':', 1, true)
+  return tonumber(string.sub(run, 1, sep - 1)), tonumber(string.sub(run, sep + 1))
 end
-local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local oldestMs = -1
-if oldest[2] then oldestMs = tonumber(oldest[2]) end
-return { accepted, used, oldestMs, now }
+
+local size = redis.call('LLEN', KEYS[1])
+local raw = redis.call('GET', KEYS[2])
+local total = raw and tonumber(raw)
+if not total then
+  -- the total expired apart from its runs (or was never written): count them again
+  total = 0
+  if size > 0 then
+    for _, run in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+      local _, count = parse(run)
+      total = total + count
+    end
+  end
+end
+
+local changed = false
+while size > 0 do
+  local at, count = parse(redis.call('LINDEX', KEYS[1], 0))
+  if at + window > now then break end
+  redis.call('LPOP', KEYS[1])
+  total = total - count
+  size = size - 1
+  changed = true
+end
+if size == 0 then total = 0 end
+
+local accepted = 0
+if total < limit then
+  local at, count = nil, nil
+  if size > 0 then at, count = parse(redis.call('LINDEX', KEYS[1], -1)) end
+  if at and math.floor(at / 1000) >= math.floor(now / 1000) then
+    -- the same millisecond (or a clock that stepped back) joins the newest run, whose time only
+    -- ever moves later
+    redis.call('LSET', KEYS[1], -1, string.format('%d:%d', math.max(at, now), count + 1))
+  else
+    redis.call('RPUSH', KEYS[1], string.format('%d:1', now))
+    size = size + 1
+  end
+  total = total + 1
+  accepted = 1
+  changed = true
+end
+if changed then
+  redis.call('SET', KEYS[2], total, 'PX', windowMs + 1000)
+  redis.call('PEXPIRE', KEYS[1], windowMs + 1000)
+end
+
+local freeAt = -1
+if total >= limit then
+  -- each run holds at least one, so the first (total - limit + 1) runs are enough to look at
+  local left = total
+  for _, run in ipairs(redis.call('LRANGE', KEYS[1], 0, total - limit)) do
+    local at, count = parse(run)
+    left = left - count
+    if left < limit then
+      freeAt = at + window
+      break
+    end
+  end
+end
+return { accepted, total, freeAt, now }
 `;
 
-/** Several instances, exact: a sorted-set sliding log per key in Redis. */
+/**
+ * Several instances, exact: per key a deque of (millisecond, count) runs in Redis, so memory
+ * follows what can be in a window (at most 60,001 runs), not the limit.
+ */
 export class RedisRateLimiter implements RateLimiter {
   private readonly redis: Redis;
   private readonly prefix: string;
-  private sequence = 0;
 
   constructor(url: string, prefix = 'agent-channel:rl:') {
     this.redis = new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 2, enableOfflineQueue: true });
-    this.redis.defineCommand('acTake', { numberOfKeys: 1, lua: TAKE });
+    this.redis.defineCommand('acTake', { numberOfKeys: 2, lua: TAKE });
     this.prefix = prefix;
   }
 
+  /** The Redis keys of one API key's log (one hash slot, for Redis Cluster). */
+  keysOf(keyId: string): { runs: string; total: string } {
+    return { runs: `${this.prefix}{${keyId}}:runs`, total: `${this.prefix}{${keyId}}:total` };
+  }
+
   async take(keyId: string, limit: number): Promise<RateDecision> {
-    const member = `${process.pid}.${++this.sequence}.${Math.random().toString(36).slice(2, 8)}`;
-    const [accepted, used, oldest, now] = (await (this.redis as unknown as {
-      acTake(key: string, limit: number, window: number, member: string): Promise<number[]>;
-    }).acTake(this.prefix + keyId, limit, WINDOW_MS, member)) as [number, number, number, number];
-    return decision(accepted === 1, limit, used, oldest < 0 ? null : oldest, now);
+    const keys = this.keysOf(keyId);
+    const [accepted, used, freeAt, now] = (await (this.redis as unknown as {
+      acTake(runs: string, total: string, limit: number, window: number): Promise<number[]>;
+    }).acTake(keys.runs, keys.total, limit, WINDOW_MS)) as [number, number, number, number];
+    return decision(accepted === 1, limit, used, freeAt < 0 ? null : freeAt / 1000, now / 1000);
   }
 
   async close(): Promise<void> {

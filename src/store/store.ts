@@ -6,6 +6,7 @@ import pg from 'pg';
 import type { DB } from './schema.ts';
 import { openNodeSqlite } from './node-sqlite-adapter.ts';
 import * as m001 from './migrations/001_initial.ts';
+import * as m002RateLimits from './migrations/002_rate_limits.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -136,6 +137,7 @@ class CurrentSchemaPostgresDialect extends PostgresDialect {
 async function migrate(store: Store): Promise<void> {
   const all: Record<string, Migration> = {
     '001_initial': { up: (db) => m001.up(db, store.dialect) },
+    '002_rate_limits': { up: (db) => m002RateLimits.up(db, store.dialect) },
   };
   const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => all } });
   const { error } = await migrator.migrateToLatest();

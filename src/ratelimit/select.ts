@@ -1,0 +1,26 @@
+import type { Store } from '../store/store.ts';
+import { MemoryRateLimiter } from './memory.ts';
+import { PostgresRateLimiter } from './postgres.ts';
+import type { RateLimiter } from './rate-limiter.ts';
+import { RedisRateLimiter } from './redis.ts';
+
+/** RATE_LIMIT_STORE: `auto` (unset) follows the database. */
+export type RateLimitStore = 'auto' | 'memory' | 'redis' | 'postgres';
+
+/**
+ * The limiter an instance uses. Unset, it follows the database: in memory on SQLite (one server
+ * per file), in PostgreSQL on PostgreSQL (shared by every instance). `memory` on several
+ * instances gives each its own log, so together they accept up to L per instance.
+ */
+export function createRateLimiter(choice: RateLimitStore, store: Store, redisUrl: string): RateLimiter {
+  const resolved = choice === 'auto' ? (store.dialect === 'postgres' ? 'postgres' : 'memory') : choice;
+  switch (resolved) {
+    case 'memory':
+      return new MemoryRateLimiter();
+    case 'redis':
+      return new RedisRateLimiter(redisUrl);
+    case 'postgres':
+      if (!store.pgPool) throw new Error('RATE_LIMIT_STORE=postgres needs a PostgreSQL DATABASE_URL (postgres://…)');
+      return new PostgresRateLimiter(store.pgPool);
+  }
+}
