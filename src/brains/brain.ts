@@ -46,7 +46,10 @@ export interface DraftQuestion {
 
 export interface BrainResult {
   reply: string;
-  /** An action that needs permission: the mission waits for a decision. */
+  /**
+   * An action to run: when its tool needs permission the mission waits for a decision;
+   * otherwise it is approved as it is recorded and runs at once, as an approved one would.
+   */
   action?: DraftAction;
   /** A question to a person: the mission waits for an accepted answer. */
   question?: DraftQuestion;
@@ -66,6 +69,12 @@ export interface BrainContext {
   findWorkspaceMember(email: string): Promise<{ userId: string } | null>;
   /** Runs an approved action's tool; `operationId` is its idempotency key. */
   runTool(action: ActionRef): Promise<void>;
+  /**
+   * What the tool registry says of a kind of action: whether it needs a person's permission
+   * (otherwise a drafted action runs at once), or null when no tool can run it (then drafting
+   * it is refused).
+   */
+  toolFor(kind: string): { needsPermission: boolean } | null;
 }
 
 export interface AnswerVerdict {

@@ -1,5 +1,6 @@
 import type { AnswerVerdict, Brain, BrainContext, BrainInput, BrainResult, QuestionRef } from './brain.ts';
 import { BrainFailure } from './brain.ts';
+import { noToolReply } from './tools.ts';
 
 export const MAX_SLEEP_MS = 600_000;
 const ANSWER_TYPES = ['text', 'number', 'date', 'email', 'yesno'];
@@ -38,12 +39,16 @@ export class BuiltinBrain implements Brain {
 
     const action = /^!action\s+(\S+)\s+([\s\S]+)$/.exec(trimmed);
     if (action) {
+      const [, kind, rawSummary] = action as unknown as [string, string, string];
+      const tool = context.toolFor(kind);
+      if (!tool) return { reply: noToolReply(kind) };
       const operationId = context.newOperationId();
-      const [, kind, summary] = action as unknown as [string, string, string];
-      return {
-        reply: `I need your permission to run "${kind}": ${summary.trim()} (operation_id ${operationId}). Approve or reject it.`,
-        action: { operationId, kind, summary: summary.trim(), details: { kind, summary: summary.trim() } },
-      };
+      const summary = rawSummary.trim();
+      const draft = { operationId, kind, summary, details: { kind, summary } };
+      // The built-in registry puts every kind behind permission (§8); another registry may not.
+      return tool.needsPermission
+        ? { reply: `I need your permission to run "${kind}": ${summary} (operation_id ${operationId}). Approve or reject it.`, action: draft }
+        : { reply: `Running "${kind}": ${summary} (operation_id ${operationId}); it needs no permission.`, action: draft };
     }
 
     const askUser = /^!ask-user\s+(\S+)\s+(\S+)\s+([\s\S]+)$/.exec(trimmed);

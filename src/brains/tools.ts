@@ -2,7 +2,9 @@ import type { ActionRef } from './brain.ts';
 
 /**
  * The tool registry: every action kind says whether it needs a person's permission and how
- * it runs. `run` gets the operation_id as its idempotency key: after a crash between
+ * it runs. A drafted action whose tool needs no permission is approved as it is recorded and
+ * runs at once (the same path as an approval); one whose kind no tool runs is refused when
+ * drafted. `run` gets the operation_id as its idempotency key: after a crash between
  * "executing" and "done" the same action runs again with the same key.
  */
 export interface Tool {
@@ -35,7 +37,15 @@ export class ToolRegistry {
   }
 }
 
-/** The built-in agent's tools: any kind, always behind permission, with no outside effect. */
+/** The agent's reply when it drafted an action of a kind that no tool can run: nothing is drafted. */
+export function noToolReply(kind: string): string {
+  return `I can't do that: no tool can run "${kind}" actions, so nothing was drafted.`;
+}
+
+/**
+ * The built-in agent's tools: any kind (the fallback), always behind permission (contract §8),
+ * with no outside effect.
+ */
 export function builtinToolRegistry(): ToolRegistry {
   return new ToolRegistry((kind) => ({
     kind,

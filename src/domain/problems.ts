@@ -53,13 +53,21 @@ export class Problem extends Error {
 
 export const TEXT_MAX_LENGTH = 32_000;
 
+/**
+ * Is `text` longer than `max` characters, counting characters as Unicode code points (so an
+ * emoji is one)? The one length rule of every text limit. Only counts code points when the
+ * UTF-16 length says it could be too long.
+ */
+export function isLongerThan(text: string, max: number): boolean {
+  return text.length > max && [...text].length > max;
+}
+
 /** The contract's text rules: text_empty before text_too_long; returns the text as sent. */
 export function checkMessageText(text: unknown): string {
   if (typeof text !== 'string' || text.trim() === '') {
     throw new Problem('text_empty', '`text` is required and must be a non-blank string.');
   }
-  // Characters are code points; only count them when UTF-16 length says it could be too long.
-  if (text.length > TEXT_MAX_LENGTH && [...text].length > TEXT_MAX_LENGTH) {
+  if (isLongerThan(text, TEXT_MAX_LENGTH)) {
     throw new Problem('text_too_long', `\`text\` is longer than ${TEXT_MAX_LENGTH} characters.`);
   }
   return text;

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { send } from '../testing/conversation.ts';
 import { startTestApp, type TestApp } from '../testing/harness.ts';
+import { draftAction, unique } from './missions.test-helper.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp({ duplicateWindowMs: 10_000 }); });
@@ -19,4 +20,26 @@ test('expired idempotency records and duplicate-window claims are deleted; fresh
   // After the window the same text is a new message again.
   const again = await send(t, u, { text: 'claims the window' });
   assert.equal(again.json().status, 'completed');
+});
+
+test('the periodic sweep closes orphaned missions by itself, with nobody listing or deciding', async () => {
+  const u = await t.userWithAgent();
+  const drafted = await draftAction(t, u, 'email', unique('orphaned by a deleted session'));
+  const { db } = t.runtime.store;
+  await db.deleteFrom('sessions').where('id', '=', drafted.sessionId).execute();
+  const state = async () => ({ ...(await db.selectFrom('actions').innerJoin('missions', 'missions.id', 'actions.mission_id')
+    .select(['actions.status as action', 'missions.status as mission']).where('actions.id', '=', drafted.operationId).executeTakeFirstOrThrow()) });
+  assert.deepEqual(await state(), { action: 'pending', mission: 'waiting' });
+
+  const { housekeeping } = t.runtime.services;
+  housekeeping.stop(); // the runtime's timer runs every minute; this one every 50 ms
+  const errors: unknown[] = [];
+  housekeeping.start(50, (error) => errors.push(error));
+  try {
+    for (let i = 0; i < 200 && (await state()).mission !== 'closed'; i++) await new Promise((resolve) => setTimeout(resolve, 25));
+  } finally {
+    housekeeping.stop();
+  }
+  assert.deepEqual(await state(), { action: 'closed', mission: 'closed' });
+  assert.deepEqual(errors, []);
 });

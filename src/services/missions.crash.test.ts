@@ -4,7 +4,9 @@ import { BuiltinBrain } from '../brains/builtin.ts';
 import { ToolRegistry } from '../brains/tools.ts';
 import { claimInTransaction, finishJob, getJob, requeueAllRunning } from '../engine/queue-sql.ts';
 import { startTestApp, type TestApp } from '../testing/harness.ts';
-import { agentTexts, decideOne, draftAction, transcript, unique } from './missions.test-helper.ts';
+import {
+  actionState, agentTexts, decideOne, draftAction, queueDrained, settledTranscript, transcript, unique,
+} from './missions.test-helper.ts';
 import { TurnWorker } from './turn-worker.ts';
 
 /**
@@ -67,4 +69,54 @@ test('a crash between "executing" and "done" runs the tool again with the same i
     .select('missions.status').where('actions.id', '=', drafted.operationId).executeTakeFirstOrThrow();
   assert.equal(mission.status, 'done');
   assert.deepEqual(agentTexts((await transcript(t, owner, drafted.sessionId)).messages), [drafted.reply, `Done: ${summary}`]);
+});
+
+test('a continuation that keeps killing its runner is given up: the action ends failed, the mission stopped, with an error turn', async () => {
+  const first = await startTestApp();
+  try {
+    const owner = await first.userWithAgent();
+    const drafted = await draftAction(first, owner, 'payment', unique('Crashes every time'));
+    await first.runtime.engine.stop(0); // the continuation stays queued
+    assert.equal((await decideOne(first, owner, { operation_id: drafted.operationId, decision: 'approve' })).outcome, 'approved');
+    // Its runner died five times already (each claim counts an attempt), so the next claim is past maxAttempts.
+    await first.runtime.store.db.updateTable('jobs').set({ attempts: 5 })
+      .where('session_id', '=', drafted.sessionId).where('kind', '=', 'continuation').execute();
+
+    const second = await startTestApp({}, { database: first.database }); // the next instance takes it over
+    try {
+      await queueDrained(second);
+    } finally {
+      await second.close();
+    }
+    assert.deepEqual(await actionState(first, drafted.operationId), { action: 'failed', mission: 'stopped' });
+    const messages = await settledTranscript(first, owner, drafted.sessionId, 2);
+    assert.equal(messages.at(-1)!.error, 'agent_failed');
+  } finally {
+    await first.close();
+  }
+});
+
+test('the orphan sweep fails an action left executing after its job finished, and leaves one whose job is still open', async () => {
+  const app = await startTestApp();
+  try {
+    const owner = await app.userWithAgent();
+    const stranded = await draftAction(app, owner, 'payment', unique('Stranded'));
+    const inFlight = await draftAction(app, owner, 'payment', unique('Still in line'), { agentId: owner.agentId });
+    await app.runtime.engine.stop(0);
+    for (const drafted of [stranded, inFlight]) {
+      assert.equal((await decideOne(app, owner, { operation_id: drafted.operationId, decision: 'approve' })).outcome, 'approved');
+    }
+    const { db } = app.runtime.store;
+    // What a runner leaves when it cannot write even the failure (the engine's last resort): the
+    // job is closed with no turn, the action still "executing".
+    await db.updateTable('jobs').set({ status: 'failed', finished_at: new Date().toISOString() })
+      .where('session_id', '=', stranded.sessionId).where('kind', '=', 'continuation').execute();
+    await db.updateTable('actions').set({ status: 'executing' }).where('id', 'in', [stranded.operationId, inFlight.operationId]).execute();
+
+    await app.runtime.services.missions.closeOrphanedMissions();
+    assert.deepEqual(await actionState(app, stranded.operationId), { action: 'failed', mission: 'stopped' });
+    assert.deepEqual(await actionState(app, inFlight.operationId), { action: 'executing', mission: 'active' });
+  } finally {
+    await app.close();
+  }
 });

@@ -1,9 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { BuiltinBrain } from '../brains/builtin.ts';
+import { builtinToolRegistry } from '../brains/tools.ts';
+import { claimInTransaction, finishJob } from '../engine/queue-sql.ts';
 import { startTestApp, type TestApp } from '../testing/harness.ts';
 import {
-  askQuestion, decideOne, answerOne, draftAction, listActions, listQuestions, memberOfOwnersWorkspace, unique,
+  askQuestion, decideOne, answerOne, draftAction, listActions, listQuestions, memberOfOwnersWorkspace, queueDrained, unique,
 } from './missions.test-helper.ts';
+import { TurnWorker } from './turn-worker.ts';
 
 /**
  * No orphans (issue 4): a mission whose session or agent is gone, or whose owner can no longer
@@ -90,4 +94,66 @@ test('closeOrphanedMissions() sweeps every orphan (agent gone) and leaves health
   assert.deepEqual(await statusOf({ operationId: healthy.operationId }), { item: 'pending', mission: 'waiting' });
   assert.equal(await t.runtime.services.missions.closeOrphanedMissions(), 0);
   assert.deepEqual((await listActions(t, owner)).json().actions.map((a: { operation_id: string }) => a.operation_id), [healthy.operationId]);
+});
+
+test('continuations queued before their mission was closed do not reopen it (a rejection with a reason, an answer)', async () => {
+  const app = await startTestApp();
+  try {
+    const workspaceOwner = await app.userWithAgent();
+    const member = await memberOfOwnersWorkspace(app, workspaceOwner);
+    const target = { agentId: workspaceOwner.agentId };
+    const rejected = await draftAction(app, member, 'email', unique('re-planned after closing'), target);
+    const answered = await askQuestion(app, member, 'text', unique('Answered after closing?'), { target });
+    await app.runtime.engine.stop(0); // the continuations stay queued
+    assert.equal((await decideOne(app, member, { operation_id: rejected.operationId, decision: 'reject', reason: 'differently' })).ok, true);
+    assert.equal((await answerOne(app, member, answered.requestId, 'an answer')).accepted, true);
+    await app.runtime.store.db.deleteFrom('memberships').where('workspace_id', '=', member.workspaceId).where('user_id', '=', member.id).execute();
+    assert.equal(await app.runtime.services.missions.closeOrphanedMissions(), 2);
+
+    const second = await startTestApp({}, { database: app.database }); // runs the queued continuations
+    try {
+      await queueDrained(second);
+    } finally {
+      await second.close();
+    }
+    const { db } = app.runtime.store;
+    const missions = await db.selectFrom('missions').select('status').where('owner_user_id', '=', member.id).execute();
+    assert.deepEqual(missions.map((m) => m.status), ['closed', 'closed']);
+    const texts = (await db.selectFrom('turns').select('text').where('session_id', 'in', [rejected.sessionId, answered.sessionId])
+      .where('role', '=', 'agent').execute()).map((r) => r.text);
+    assert.ok(!texts.some((text) => /^(Re-planned|Noted):/.test(text)), JSON.stringify(texts));
+  } finally {
+    await app.close();
+  }
+});
+
+test('a mission closed while its continuation runs stays closed when the continuation is recorded', async () => {
+  const app = await startTestApp();
+  try {
+    const workspaceOwner = await app.userWithAgent();
+    const member = await memberOfOwnersWorkspace(app, workspaceOwner);
+    const drafted = await draftAction(app, member, 'email', unique('closed mid-run'), { agentId: workspaceOwner.agentId });
+    await app.runtime.engine.stop(0); // from here on, only this test runs jobs
+    assert.equal((await decideOne(app, member, { operation_id: drafted.operationId, decision: 'reject', reason: 'later' })).ok, true);
+    const { db, dialect, pgSchema } = app.runtime.store;
+    const queued = await db.selectFrom('jobs').select(['id', 'agent_id']).where('session_id', '=', drafted.sessionId)
+      .where('kind', '=', 'continuation').executeTakeFirstOrThrow();
+    const claimed = await db.transaction().execute((trx) =>
+      claimInTransaction(trx, dialect, { id: Number(queued.id), agent_id: queued.agent_id }, 'by-hand', 60_000, 1, pgSchema ?? ''));
+    assert.ok(claimed);
+    // run() sees a live mission and the brain re-plans; then the sweep closes the mission; then the outcome is written.
+    const worker = new TurnWorker({ store: app.runtime.store, brain: new BuiltinBrain(), tools: builtinToolRegistry() });
+    const finisher = await worker.run(claimed, new AbortController().signal);
+    await db.deleteFrom('memberships').where('workspace_id', '=', member.workspaceId).where('user_id', '=', member.id).execute();
+    assert.equal(await app.runtime.services.missions.closeOrphanedMissions(), 1);
+    await db.transaction().execute(async (trx) => {
+      const outcome = await finisher(trx, async () => {});
+      assert.equal(await finishJob(trx, claimed.id, 'by-hand', outcome.status, outcome.replyTurnId), true);
+    });
+    const mission = await db.selectFrom('missions').innerJoin('actions', 'actions.mission_id', 'missions.id')
+      .select('missions.status').where('actions.id', '=', drafted.operationId).executeTakeFirstOrThrow();
+    assert.equal(mission.status, 'closed');
+  } finally {
+    await app.close();
+  }
 });

@@ -114,3 +114,30 @@ export async function memberOfOwnersWorkspace(t: TestApp, owner: Pick<TestUser, 
   await t.runtime.services.accounts.addMember({ workspaceId, email: member.email, role: 'member' });
   return { ...member, workspaceId };
 }
+
+/** POST /messages with `Prefer: wait=0`: answers at once (202 processing/queued, or 200); its body. */
+export async function sendNoWait(t: TestApp, user: Auth, text: string, target?: Target): Promise<{ status: string; session_id: string }> {
+  const res = await t.inject({
+    method: 'POST', url: `${API}/messages`, headers: { ...user.auth, prefer: 'wait=0' },
+    payload: typeof target === 'string' ? { text, session_id: target } : target ? { text, agent_id: target.agentId } : { text },
+  });
+  assert.ok(res.statusCode === 200 || res.statusCode === 202, res.body);
+  return res.json();
+}
+
+/** Waits until no job in t's database is queued or running. Bounded: fails the test instead of hanging. */
+export async function queueDrained(t: TestApp): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    const open = await t.runtime.store.db.selectFrom('jobs').select('id').where('status', 'in', ['queued', 'running']).execute();
+    if (open.length === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  assert.fail('jobs were still queued or running');
+}
+
+/** The statuses of an action and of its mission (a plain object: node:sqlite rows have a null prototype). */
+export async function actionState(t: TestApp, operationId: string): Promise<{ action: string; mission: string }> {
+  const row = await t.runtime.store.db.selectFrom('actions').innerJoin('missions', 'missions.id', 'actions.mission_id')
+    .select(['actions.status as action', 'missions.status as mission']).where('actions.id', '=', operationId).executeTakeFirstOrThrow();
+  return { action: row.action, mission: row.mission };
+}

@@ -1,12 +1,12 @@
-import type { Kysely, Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import { z } from 'zod';
 import type { Brain } from '../brains/brain.ts';
 import { looksLikeId } from '../domain/ids.ts';
-import { Problem, TEXT_MAX_LENGTH } from '../domain/problems.ts';
+import { isLongerThan, Problem, TEXT_MAX_LENGTH } from '../domain/problems.ts';
 import { enqueueJob } from '../engine/queue-sql.ts';
 import type { TurnEngine } from '../engine/turn-engine.ts';
-import type { Action, DB, Question } from '../store/schema.ts';
-import type { Store } from '../store/store.ts';
+import type { Action, DB, MissionStatus, Question } from '../store/schema.ts';
+import type { Dialect, Store } from '../store/store.ts';
 import { isoNow } from './clock.ts';
 import type { JobPayload } from './turn-worker.ts';
 
@@ -17,11 +17,18 @@ export const REASON_MAX_LENGTH = 2000;
 export const DECISIONS = ['approve', 'approve_same_type', 'reject'] as const;
 export type Decision = (typeof DECISIONS)[number];
 
+/** PostgreSQL cannot store U+0000; bulk routes judge it per entry instead of failing the request. */
+const NUL_MESSAGE = 'must not contain the NUL character (U+0000)';
+const hasNul = (value: string): boolean => value.includes('\u0000');
+
 /** One entry of POST /actions/decisions; checked per entry so that a bad one fails alone. */
 export const DecisionEntrySchema = z.object({
-  operation_id: z.string(),
+  operation_id: z.string().refine((id) => !hasNul(id), NUL_MESSAGE),
   decision: z.enum(DECISIONS),
-  reason: z.string().max(REASON_MAX_LENGTH, `must be at most ${REASON_MAX_LENGTH} characters`).nullish(),
+  reason: z.string()
+    .refine((reason) => !hasNul(reason), NUL_MESSAGE)
+    .refine((reason) => !isLongerThan(reason, REASON_MAX_LENGTH), `must be at most ${REASON_MAX_LENGTH} characters`)
+    .nullish(),
 });
 
 export interface ActionView {
@@ -147,7 +154,8 @@ export class MissionsService {
       return { operation_id: stringField(entry, 'operation_id'), ok: false, error: { code: 'invalid_decision', message: `${where}${issue.message}` } };
     }
     const { operation_id: operationId, decision } = parsed.data;
-    const reason = parsed.data.reason?.trim() || null;
+    // Only a rejection keeps its reason (the agent re-plans around it); an approval ignores it.
+    const reason = decision === 'reject' ? parsed.data.reason?.trim() || null : null;
     const notFound: DecisionResult = { operation_id: operationId, ok: false, error: { code: 'not_found', message: NO_ACTION } };
     const alreadySettled: DecisionResult = {
       operation_id: operationId, ok: false, error: { code: 'already_settled', message: 'This action was already approved or rejected.' },
@@ -206,6 +214,9 @@ export class MissionsService {
     const alreadyAnswered: AnswerResult = {
       request_id: requestId, ok: false, error: { code: 'already_answered', message: 'This question already has an accepted answer.' },
     };
+    if (requestId !== null && hasNul(requestId)) {
+      return { request_id: requestId, ok: false, error: { code: 'not_found', message: `No question has this request_id: it ${NUL_MESSAGE}.` } };
+    }
     if (requestId === null || !looksLikeId('question', requestId)) return notFound;
 
     const question = await this.db.selectFrom('questions').selectAll()
@@ -222,7 +233,10 @@ export class MissionsService {
     if (typeof text !== 'string') {
       return { request_id: requestId, ok: true, accepted: false, reason: 'The answer is missing: send it as a string in `text`.' };
     }
-    if (text.length > TEXT_MAX_LENGTH) {
+    if (hasNul(text)) {
+      return { request_id: requestId, ok: true, accepted: false, reason: 'The NUL character (U+0000) is not allowed in an answer; an answer without it is missing.' };
+    }
+    if (isLongerThan(text, TEXT_MAX_LENGTH)) {
       return { request_id: requestId, ok: true, accepted: false, reason: `The answer is longer than ${TEXT_MAX_LENGTH} characters; a shorter answer is missing.` };
     }
     const verdict = await this.deps.brain.judgeAnswer({ requestId, text: question.text, answerType: question.answer_type }, text);
@@ -246,7 +260,8 @@ export class MissionsService {
   /** Enqueues a mission's next unit of work; it runs as the mission's owner, in the agent's FIFO line. */
   private async continueMission(trx: Transaction<DB>, on: Action | Question, payload: JobPayload): Promise<void> {
     await enqueueJob(trx, { agentId: on.agent_id, sessionId: on.session_id, userId: on.owner_user_id, kind: 'continuation', payload, userTurnId: null });
-    await trx.updateTable('missions').set({ status: 'active', updated_at: isoNow() }).where('id', '=', on.mission_id).execute();
+    await trx.updateTable('missions').set({ status: 'active', updated_at: isoNow() })
+      .where('id', '=', on.mission_id).where('status', '!=', 'closed').execute();
   }
 
   private async isMemberOfAgentWorkspace(userId: string, agentId: string): Promise<boolean> {
@@ -268,6 +283,13 @@ export class MissionsService {
    * the missions a user owns or was asked on, or (no scope) every mission. Returns how many closed.
    */
   async closeOrphanedMissions(scope: { missionId?: string; involving?: string } = {}): Promise<number> {
+    const closed = await this.closeOrphans(scope);
+    // The periodic sweep (no scope) also settles actions that nothing will ever finish.
+    if (scope.missionId === undefined && scope.involving === undefined) await this.failStrandedActions();
+    return closed;
+  }
+
+  private async closeOrphans(scope: { missionId?: string; involving?: string }): Promise<number> {
     const orphans = await this.db.selectFrom('missions')
       .leftJoin('sessions', 'sessions.id', 'missions.session_id')
       .leftJoin('agents', 'agents.id', 'missions.agent_id')
@@ -300,6 +322,70 @@ export class MissionsService {
       return Number(closed.numUpdatedRows);
     });
   }
+
+  /**
+   * An approved action is settled by its continuation (done, or failed) in the transaction that
+   * finishes that job. Only a runner that could not write even the failure (the engine's last
+   * resort) leaves one approved or executing with its job finished: nothing would ever finish it,
+   * so it is marked failed and its mission settled. Returns how many.
+   */
+  async failStrandedActions(): Promise<number> {
+    // Actions before jobs: an action is approved in the transaction that enqueues its
+    // continuation, so a continuation not open now never will be again.
+    const inFlight = await this.db.selectFrom('actions').select(['id', 'mission_id', 'session_id'])
+      .where('status', 'in', ['approved', 'executing']).execute();
+    let failed = 0;
+    for (const action of inFlight) {
+      const open = await openContinuations(this.db, action.session_id, null);
+      if (open.some((p) => p.kind === 'action_approved' && p.operationId === action.id)) continue;
+      failed += await this.db.transaction().execute(async (trx) => {
+        const updated = await trx.updateTable('actions').set({ status: 'failed' })
+          .where('id', '=', action.id).where('status', 'in', ['approved', 'executing']).executeTakeFirst();
+        if (Number(updated.numUpdatedRows) !== 1) return 0;
+        await settleMission(trx, this.deps.store.dialect, action.mission_id, 'stopped', null);
+        return 1;
+      });
+    }
+    return failed;
+  }
+}
+
+/** Continuations of a session's missions still queued or running (other than `exceptJobId`). */
+async function openContinuations(db: Kysely<DB>, sessionId: string, exceptJobId: number | null): Promise<JobPayload[]> {
+  // A literal status condition, so that the partial index over unfinished jobs serves it.
+  const rows = await db.selectFrom('jobs').select(['id', 'payload'])
+    .where('session_id', '=', sessionId).where(sql<boolean>`status in ('queued', 'running')`).where('kind', '=', 'continuation')
+    .execute();
+  return rows.filter((row) => Number(row.id) !== exceptJobId).map((row) => JSON.parse(row.payload) as JobPayload);
+}
+
+/**
+ * Where a mission stands once one of its units of work has been recorded: it ends (`ending`:
+ * done, or stopped) only when nothing in it is still open, that is no pending action, no open
+ * question and no other continuation queued or running (`exceptJobId` is the one finishing now).
+ * Otherwise it is active (a continuation will run) or waiting (on a person). A closed mission
+ * never changes. Returns the mission's status, or null when there is no such mission.
+ */
+export async function settleMission(
+  trx: Transaction<DB>, dialect: Dialect, missionId: string, ending: 'done' | 'stopped', exceptJobId: number | null,
+): Promise<MissionStatus | null> {
+  const mission = await trx.selectFrom('missions').select(['status', 'session_id']).where('id', '=', missionId)
+    .$if(dialect === 'postgres', (q) => q.forUpdate()).executeTakeFirst();
+  if (!mission) return null;
+  if (mission.status === 'closed') return 'closed';
+  let status: MissionStatus = ending;
+  const continuations = await openContinuations(trx, mission.session_id, exceptJobId);
+  if (continuations.some((p) => p.kind !== 'message' && p.missionId === missionId)) {
+    status = 'active';
+  } else {
+    const pending = await trx.selectFrom('actions').select('id').where('mission_id', '=', missionId).where('status', '=', 'pending')
+      .limit(1).executeTakeFirst();
+    const open = pending ?? await trx.selectFrom('questions').select('id').where('mission_id', '=', missionId).where('status', '=', 'open')
+      .limit(1).executeTakeFirst();
+    if (open) status = 'waiting';
+  }
+  await trx.updateTable('missions').set({ status, updated_at: isoNow() }).where('id', '=', missionId).where('status', '!=', 'closed').execute();
+  return status;
 }
 
 /** The one conditional update that decides a race: only a pending action changes. */

@@ -1,13 +1,15 @@
 import type { Transaction } from 'kysely';
 import type { Brain, BrainInput, BrainResult } from '../brains/brain.ts';
 import { BrainFailure } from '../brains/brain.ts';
-import type { ToolRegistry } from '../brains/tools.ts';
+import { noToolReply, type ToolRegistry } from '../brains/tools.ts';
 import { newId } from '../domain/ids.ts';
-import type { Finisher, JobHandler } from '../engine/turn-engine.ts';
-import { appendTurn } from '../store/repos/transcript.ts';
-import type { DB, Job } from '../store/schema.ts';
+import { enqueueJob } from '../engine/queue-sql.ts';
+import type { Finisher, JobHandler, Stage } from '../engine/turn-engine.ts';
+import { appendTurn, type AppendedTurn } from '../store/repos/transcript.ts';
+import type { DB, Job, TurnRole } from '../store/schema.ts';
 import type { Store } from '../store/store.ts';
 import { isoNow } from './clock.ts';
+import { settleMission } from './missions.ts';
 
 /** What a job carries: the brain input of one unit of work, and the mission it continues. */
 export type JobPayload =
@@ -21,7 +23,9 @@ export const AGENT_FAILED_TEXT = 'The agent could not process this message.';
 /**
  * Runs one unit of work through the brain and writes its outcome: the agent turn, and any
  * action or question that suspends the mission. Everything is written in the engine's
- * finishing transaction, so it lands exactly once.
+ * finishing transaction, so it lands exactly once. A drafted action whose tool needs no
+ * permission is recorded approved, with its continuation enqueued in that same transaction: it
+ * runs exactly as an approved action does (executing, then done, crash-safe).
  */
 export class TurnWorker implements JobHandler {
   private readonly store: Store;
@@ -37,38 +41,52 @@ export class TurnWorker implements JobHandler {
   async run(job: Job, signal: AbortSignal): Promise<Finisher> {
     const payload = JSON.parse(job.payload) as JobPayload;
     const input = await this.brainInput(payload);
-    if (!input) return this.closeMission(job, payload); // its action or question is gone
+    if (!input) return this.closeMission(job, payload); // its action, question or mission is gone
     if (payload.kind === 'action_approved') {
       // Marked before it runs: after a crash here the retry sees "executing" and runs it again
       // under the same operation_id (the tool's idempotency key).
       await this.store.db.updateTable('actions').set({ status: 'executing' })
         .where('id', '=', payload.operationId).where('status', 'in', ['approved', 'executing']).execute();
     }
-    const result = await this.brain.respond(input, this.context(job, signal));
-    return (trx) => this.record(trx, job, payload, result);
+    let result = await this.brain.respond(input, this.context(job, signal));
+    if (result.action && !this.tools.get(result.action.kind)) {
+      // A kind no tool can run is refused as it is drafted, not only once someone approved it.
+      const { action, ...rest } = result;
+      result = { ...rest, reply: noToolReply(action.kind) };
+    }
+    const recorded = result;
+    return (trx, stage) => this.record(trx, stage, job, payload, recorded);
   }
 
   failure(job: Job, error: unknown): Finisher {
     const payload = JSON.parse(job.payload) as JobPayload;
     const detail = error instanceof BrainFailure ? error.message : AGENT_FAILED_TEXT;
     return async (trx) => {
-      const turn = await appendTurn(trx, this.store.dialect, { sessionId: job.session_id, role: 'agent', text: detail, error: 'agent_failed', jobId: job.id });
-      if (payload.kind !== 'message') {
-        await trx.updateTable('missions').set({ status: 'stopped', updated_at: isoNow() }).where('id', '=', payload.missionId).execute();
+      // The session may be gone (that may be why the job failed): then there is no turn to write,
+      // but the action and the mission still reach a final state.
+      const turn = await this.appendIfSessionExists(trx, job, { role: 'agent', text: detail, error: 'agent_failed', jobId: job.id });
+      if (payload.kind === 'action_approved') {
+        await trx.updateTable('actions').set({ status: 'failed' })
+          .where('id', '=', payload.operationId).where('status', 'in', ['approved', 'executing']).execute();
       }
-      return { status: 'failed', replyTurnId: turn.id };
+      if (payload.kind !== 'message') await settleMission(trx, this.store.dialect, payload.missionId, 'stopped', job.id);
+      return { status: 'failed', replyTurnId: turn?.id ?? null };
     };
   }
 
   private async brainInput(payload: JobPayload): Promise<BrainInput | null> {
     if (payload.kind === 'message') return { kind: 'message', text: payload.text };
+    const mission = await this.store.db.selectFrom('missions').select('status').where('id', '=', payload.missionId).executeTakeFirst();
+    const missionClosed = !mission || mission.status === 'closed'; // closed: nobody can settle it any more
     if (payload.kind === 'question_answered') {
       const q = await this.store.db.selectFrom('questions').selectAll().where('id', '=', payload.requestId).executeTakeFirst();
-      if (!q || q.status === 'closed') return null; // closed: its mission was orphaned
+      if (!q || q.status === 'closed' || missionClosed) return null;
       return { kind: 'question_answered', question: { requestId: q.id, text: q.text, answerType: q.answer_type }, answer: payload.answer };
     }
     const a = await this.store.db.selectFrom('actions').selectAll().where('id', '=', payload.operationId).executeTakeFirst();
     if (!a || a.status === 'closed') return null;
+    // An action already executing (its runner died mid-run) is left to finish, even on a closed mission.
+    if (missionClosed && !(payload.kind === 'action_approved' && a.status === 'executing')) return null;
     const action = { operationId: a.id, kind: a.kind, summary: a.summary, details: JSON.parse(a.details) as Record<string, unknown> };
     return payload.kind === 'action_approved' ? { kind: 'action_approved', action } : { kind: 'action_rejected', action, reason: payload.reason };
   }
@@ -97,14 +115,19 @@ export class TurnWorker implements JobHandler {
         if (!tool) throw new BrainFailure(`No tool can run actions of kind "${action.kind}".`);
         await tool.run(action, action.operationId, signal);
       },
+      toolFor: (kind: string) => {
+        const tool = this.tools.get(kind);
+        return tool ? { needsPermission: tool.needsPermission } : null;
+      },
     };
   }
 
-  private async record(trx: Transaction<DB>, job: Job, payload: JobPayload, result: BrainResult) {
+  private async record(trx: Transaction<DB>, stage: Stage, job: Job, payload: JobPayload, result: BrainResult) {
     const now = isoNow();
     const turn = await appendTurn(trx, this.store.dialect, { sessionId: job.session_id, role: 'agent', text: result.reply, jobId: job.id });
     if (payload.kind === 'action_approved') {
-      await trx.updateTable('actions').set({ status: 'done' }).where('id', '=', payload.operationId).execute();
+      await trx.updateTable('actions').set({ status: 'done' })
+        .where('id', '=', payload.operationId).where('status', 'in', ['approved', 'executing']).execute();
     }
     let missionId = payload.kind === 'message' ? null : payload.missionId;
     if (result.action || result.question) {
@@ -114,41 +137,71 @@ export class TurnWorker implements JobHandler {
           id: missionId, session_id: job.session_id, agent_id: job.agent_id, owner_user_id: job.user_id,
           status: 'waiting', created_at: now, updated_at: now,
         }).execute();
+        await this.recordDrafts(trx, stage, job, missionId, result, now);
       } else {
-        await trx.updateTable('missions').set({ status: 'waiting', updated_at: now }).where('id', '=', missionId).execute();
+        const mission = await trx.selectFrom('missions').select('status').where('id', '=', missionId)
+          .$if(this.store.dialect === 'postgres', (q) => q.forUpdate()).executeTakeFirst();
+        // Nothing new is drafted into a mission that was closed meanwhile: nobody could settle it.
+        if (mission && mission.status !== 'closed') await this.recordDrafts(trx, stage, job, missionId, result, now);
       }
-      const common = { mission_id: missionId, session_id: job.session_id, agent_id: job.agent_id, owner_user_id: job.user_id, created_at: now };
-      if (result.action) {
-        const a = result.action;
-        await trx.insertInto('actions').values({
-          ...common, id: a.operationId, kind: a.kind, summary: a.summary, details: JSON.stringify(a.details),
-          status: 'pending', decision: null, reason: null, decided_at: null,
-        }).execute();
-      }
-      if (result.question) {
-        const q = result.question;
-        await trx.insertInto('questions').values({
-          ...common, id: q.requestId, asked_of: q.askedOfUserId ?? job.user_id, text: q.text, answer_type: q.answerType,
-          status: 'open', answer: null, answered_at: null,
-        }).execute();
-      }
-    } else if (missionId) {
+    }
+    if (missionId) {
       const stopped = payload.kind === 'action_rejected' && !payload.reason;
-      await trx.updateTable('missions').set({ status: stopped ? 'stopped' : 'done', updated_at: now }).where('id', '=', missionId).execute();
+      await settleMission(trx, this.store.dialect, missionId, stopped ? 'stopped' : 'done', job.id);
     }
     return { status: 'done' as const, replyTurnId: turn.id, reply: { text: result.reply, ts: turn.ts } };
   }
 
-  /** A continuation whose action or question was removed: close the mission, say so once. */
+  /** The action and question a unit of work drafted, in its mission. */
+  private async recordDrafts(trx: Transaction<DB>, stage: Stage, job: Job, missionId: string, result: BrainResult, now: string) {
+    const common = { mission_id: missionId, session_id: job.session_id, agent_id: job.agent_id, owner_user_id: job.user_id, created_at: now };
+    if (result.action) {
+      const a = result.action;
+      const needsPermission = this.tools.get(a.kind)?.needsPermission !== false;
+      await trx.insertInto('actions').values({
+        ...common, id: a.operationId, kind: a.kind, summary: a.summary, details: JSON.stringify(a.details),
+        status: needsPermission ? 'pending' : 'approved', decision: null, reason: null, decided_at: needsPermission ? null : now,
+      }).execute();
+      if (!needsPermission) {
+        // Nobody is asked: its continuation goes into the agent's line now, as an approval's would.
+        await enqueueJob(trx, {
+          agentId: job.agent_id, sessionId: job.session_id, userId: job.user_id, kind: 'continuation', userTurnId: null,
+          payload: { kind: 'action_approved', missionId, operationId: a.operationId } satisfies JobPayload,
+        });
+        await stage({ type: 'job_enqueued', agentId: job.agent_id });
+      }
+    }
+    if (result.question) {
+      const q = result.question;
+      await trx.insertInto('questions').values({
+        ...common, id: q.requestId, asked_of: q.askedOfUserId ?? job.user_id, text: q.text, answer_type: q.answerType,
+        status: 'open', answer: null, answered_at: null,
+      }).execute();
+    }
+  }
+
+  /** A continuation whose action, question or mission was removed or closed: close the mission, say so once. */
   private closeMission(job: Job, payload: JobPayload): Finisher {
     return async (trx) => {
-      const turn = await appendTurn(trx, this.store.dialect, {
-        sessionId: job.session_id, role: 'agent', text: 'This task was closed: what it waited for no longer exists.', jobId: job.id,
+      const turn = await this.appendIfSessionExists(trx, job, {
+        role: 'agent', text: 'This task was closed: what it waited for no longer exists.', jobId: job.id,
       });
+      if (payload.kind === 'action_approved') {
+        await trx.updateTable('actions').set({ status: 'closed' }).where('id', '=', payload.operationId).where('status', '=', 'approved').execute();
+      }
       if (payload.kind !== 'message') {
         await trx.updateTable('missions').set({ status: 'closed', updated_at: isoNow() }).where('id', '=', payload.missionId).execute();
       }
-      return { status: 'done', replyTurnId: turn.id };
+      return { status: 'done', replyTurnId: turn?.id ?? null };
     };
+  }
+
+  /** Appends a turn unless the session was deleted (there is then no transcript to write to). */
+  private async appendIfSessionExists(
+    trx: Transaction<DB>, job: Job, turn: { role: TurnRole; text: string; error?: string; jobId: number },
+  ): Promise<AppendedTurn | null> {
+    const session = await trx.selectFrom('sessions').select('id').where('id', '=', job.session_id)
+      .$if(this.store.dialect === 'postgres', (q) => q.forUpdate()).executeTakeFirst();
+    return session ? appendTurn(trx, this.store.dialect, { sessionId: job.session_id, ...turn }) : null;
   }
 }

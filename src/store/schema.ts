@@ -152,7 +152,7 @@ export interface MissionsTable {
   updated_at: string;
 }
 
-export type ActionStatus = 'pending' | 'approved' | 'executing' | 'done' | 'rejected' | 'closed';
+export type ActionStatus = 'pending' | 'approved' | 'executing' | 'done' | 'failed' | 'rejected' | 'closed';
 
 export interface ActionsTable {
   id: string;

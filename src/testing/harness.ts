@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import pg from 'pg';
 import { buildApp } from '../app.ts';
+import type { ToolRegistry } from '../brains/tools.ts';
 import { loadConfig, type Config } from '../config.ts';
 import { randomBase62 } from '../domain/ids.ts';
 import { createRuntime, type Runtime } from '../runtime.ts';
@@ -82,13 +83,16 @@ export interface TestApp {
 
 /**
  * A real app over a fresh database, or over `options.database` (several instances sharing one
- * store; the database is then the caller's to drop).
+ * store; the database is then the caller's to drop). `options.tools` replaces the built-in
+ * agent's tool registry (tests of tools that need no permission, or that fail).
  */
-export async function startTestApp(overrides: Partial<Config> = {}, options: { database?: TestDatabase } = {}): Promise<TestApp> {
+export async function startTestApp(
+  overrides: Partial<Config> = {}, options: { database?: TestDatabase; tools?: ToolRegistry } = {},
+): Promise<TestApp> {
   const database = options.database ?? (await freshDatabase());
   const ownsDatabase = !options.database;
   const config = testConfig(database, overrides);
-  const runtime = await createRuntime(config, database.pgSchema ? { pgSchema: database.pgSchema } : {});
+  const runtime = await createRuntime(config, database.pgSchema ? { pgSchema: database.pgSchema } : {}, undefined, options.tools);
   const app = await buildApp(runtime, { logger: false });
   await app.ready();
   await runtime.startEngine();

@@ -20,8 +20,9 @@ export const DecisionEntryDoc = z.object({
   decision: z.enum(DECISIONS).meta({
     description: '`approve`; `approve_same_type` (also every other pending action of the same kind for the same agent that you own); or `reject`.',
   }),
-  reason: z.string().max(REASON_MAX_LENGTH).optional().meta({
-    description: 'With `reject`: the agent re-plans around it. Without one, a rejection stops the mission.',
+  reason: z.string().max(REASON_MAX_LENGTH).nullable().optional().meta({
+    description: 'With `reject`: the agent re-plans around it. Without one (omitted, null or blank), a rejection stops the mission. '
+      + 'Ignored (and not stored) with `approve` and `approve_same_type`. At most 2000 characters (Unicode code points).',
     example: 'Not to the whole list, only to the team.',
   }),
 });
@@ -50,13 +51,16 @@ export const DecisionResultSchema = z.union([
 /** §5 Decide on pending actions, 1–100 at a time; one result per entry, in order. */
 export function decideActionsRoute(app: ApiApp, ctx: ApiContext): void {
   app.post('/actions/decisions', {
+    // A NUL character (U+0000) fails only the entry holding it (invalid_decision), not the request.
+    config: { perEntryNul: true },
     schema: {
       operationId: 'decideActions',
       tags: ['Missions'],
       summary: 'Approve or reject pending actions',
       description: 'Settles each entry on its own: one bad entry never fails the others. An approval runs the action and the mission goes on; '
         + 'a rejection with a reason makes the agent re-plan, without one it stops the mission. Each outcome appears as an agent turn in the '
-        + 'session\'s transcript. When two decisions race on one action, exactly one wins; the other gets `already_settled`.',
+        + 'session\'s transcript. When two decisions race on one action, exactly one wins; the other gets `already_settled`. '
+        + 'An entry holding the NUL character (U+0000) is `invalid_decision`.',
       body: bulkBody('decisions', DecisionEntryDoc, 'A JSON array of 1–100 decisions, or `{ "decisions": [...] }`.'),
       response: {
         200: z.object({ results: z.array(DecisionResultSchema) }),

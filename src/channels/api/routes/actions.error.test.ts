@@ -136,3 +136,46 @@ test('422 validation_failed for a session_id filter that is too long', async () 
   assert.equal(res.statusCode, 422);
   assert.equal(res.json().code, 'validation_failed');
 });
+
+test('a NUL character (U+0000) in one decision fails that entry alone as invalid_decision; the others are settled', async () => {
+  const owner = await t.userWithAgent();
+  const good = await draftAction(t, owner, 'email', unique('settled beside a NUL'));
+  const withNulReason = await draftAction(t, owner, 'email', unique('NUL in the reason'), good.sessionId);
+  const res = await postDecisions(t, owner, [
+    { operation_id: 'op_abc\u0000def', decision: 'approve' },
+    { operation_id: good.operationId, decision: 'reject', reason: 'not like this' },
+    { operation_id: withNulReason.operationId, decision: 'reject', reason: 'bad\u0000reason' },
+    { operation_id: withNulReason.operationId, decision: 'approve', reason: 'ignored, but still no \u0000' },
+  ]);
+  assert.equal(res.statusCode, 200, res.body);
+  const results = res.json().results;
+  assert.deepEqual(results.map((r: { ok: boolean; outcome?: string; error?: { code: string } }) => (r.ok ? r.outcome : r.error!.code)),
+    ['invalid_decision', 'rejected', 'invalid_decision', 'invalid_decision']);
+  assert.equal(results[0].operation_id, 'op_abc\u0000def', 'echoed as sent');
+  assert.match(results[0].error.message, /^operation_id: .*NUL character/);
+  assert.match(results[2].error.message, /^reason: .*NUL character/);
+  // The entries with a NUL settled nothing: that action still waits; the good one re-planned.
+  assert.deepEqual((await listActions(t, owner)).json().actions.map((a: { operation_id: string }) => a.operation_id), [withNulReason.operationId]);
+  const messages = await settledTranscript(t, owner, good.sessionId, 3);
+  assert.deepEqual(agentTexts(messages).slice(2), ['Re-planned: not like this']);
+});
+
+test('a NUL character in the query is still 422 validation_failed (only bulk bodies are judged per entry)', async () => {
+  const owner = await t.userWithAgent();
+  const res = await listActions(t, owner, '?session_id=ses_a%00b');
+  assert.equal(res.statusCode, 422);
+  assert.equal(res.json().code, 'validation_failed');
+});
+
+test('the 2000-character limit of a reason counts code points: 2000 emoji re-plan, 2001 are invalid_decision', async () => {
+  const owner = await t.userWithAgent();
+  const drafted = await draftAction(t, owner, 'email', unique('long reason'));
+  const tooLong = await decideOne(t, owner, { operation_id: drafted.operationId, decision: 'reject', reason: '😀'.repeat(2001) });
+  assert.equal(tooLong.error.code, 'invalid_decision');
+  assert.match(tooLong.error.message, /^reason: .*2000 characters/);
+  const longest = '😀'.repeat(2000); // 4000 UTF-16 code units
+  const fits = await decideOne(t, owner, { operation_id: drafted.operationId, decision: 'reject', reason: longest });
+  assert.equal(fits.outcome, 'rejected', JSON.stringify(fits));
+  const messages = await settledTranscript(t, owner, drafted.sessionId, 2);
+  assert.deepEqual(agentTexts(messages).slice(1), [`Re-planned: ${longest}`]);
+});

@@ -130,6 +130,26 @@ test('approve_same_type approves every pending action of that kind for that agen
   assert.equal(agentTexts(inOther).filter((text) => text.startsWith('Done: ')).length, 1);
 });
 
+test('approve and approve_same_type ignore the entry\'s reason: it is not stored; a rejection\'s reason is', async () => {
+  const owner = await t.userWithAgent();
+  const approved = await draftAction(t, owner, 'email', unique('approved with a reason'));
+  const named = await draftAction(t, owner, 'sms', unique('all of this kind'), approved.sessionId);
+  const sibling = await draftAction(t, owner, 'sms', unique('the sibling'), approved.sessionId);
+  const rejected = await draftAction(t, owner, 'chat', unique('rejected with a reason'), approved.sessionId);
+  assert.equal((await decideOne(t, owner, { operation_id: approved.operationId, decision: 'approve', reason: 'ignored one' })).ok, true);
+  const same = await decideOne(t, owner, { operation_id: named.operationId, decision: 'approve_same_type', reason: 'ignored two' });
+  assert.deepEqual(same.also_approved, [sibling.operationId]);
+  assert.equal((await decideOne(t, owner, { operation_id: rejected.operationId, decision: 'reject', reason: 'kept' })).ok, true);
+  const rows = await t.runtime.store.db.selectFrom('actions').select(['id', 'decision', 'reason'])
+    .where('id', 'in', [approved.operationId, named.operationId, sibling.operationId, rejected.operationId]).execute();
+  const byId = new Map(rows.map((r) => [r.id, { decision: r.decision, reason: r.reason }]));
+  assert.deepEqual(byId.get(approved.operationId), { decision: 'approve', reason: null });
+  assert.deepEqual(byId.get(named.operationId), { decision: 'approve_same_type', reason: null });
+  assert.deepEqual(byId.get(sibling.operationId), { decision: 'approve_same_type', reason: null });
+  assert.deepEqual(byId.get(rejected.operationId), { decision: 'reject', reason: 'kept' });
+  await settledTranscript(t, owner, approved.sessionId, 8);
+});
+
 test('POST /actions/decisions takes { "decisions": [...] } as well as a bare array', async () => {
   const owner = await t.userWithAgent();
   const a = await draftAction(t, owner, 'email', unique('wrapped a'));
@@ -170,6 +190,11 @@ test('/openapi.json documents the four missions routes, each entry field and eac
     op.requestBody.content['application/json']!.schema.anyOf[0]!.items!.properties as Record<string, { description?: string }>;
   for (const [field, schema] of Object.entries(bodyOf(decisions))) assert.ok(schema.description, `decision ${field} is documented`);
   assert.deepEqual(Object.keys(bodyOf(decisions)).sort(), ['decision', 'operation_id', 'reason']);
+  // The service takes a null reason (as no reason); the document says so.
+  const reason = bodyOf(decisions).reason as { description: string; anyOf?: Array<{ type?: string }>; type?: string | string[] };
+  const types = reason.anyOf ? reason.anyOf.map((s) => s.type) : [reason.type].flat();
+  assert.ok(types.includes('null') && types.includes('string'), JSON.stringify(reason));
+  assert.match(reason.description, /null/);
   for (const [field, schema] of Object.entries(bodyOf(answers))) assert.ok(schema.description, `answer ${field} is documented`);
   assert.deepEqual(Object.keys(bodyOf(answers)).sort(), ['request_id', 'text']);
   for (const id of ['PendingAction', 'OpenQuestion', 'DecisionResult', 'AnswerResult']) assert.ok(doc.components.schemas[id], id);

@@ -87,3 +87,40 @@ test('a refused answer adds no turn and keeps the session idle', async () => {
   assert.equal(now.messages.length, 2);
   assert.equal((await listQuestions(t, owner)).json().questions.length, 1);
 });
+
+test('a NUL character (U+0000) in one answer fails that entry alone; the others are judged', async () => {
+  const owner = await t.userWithAgent();
+  const first = await askQuestion(t, owner, 'text', unique('First, with a NUL?'));
+  const second = await askQuestion(t, owner, 'text', unique('Second, fine?'), { target: first.sessionId });
+  const res = await postAnswers(t, owner, [
+    { request_id: 'req_abc\u0000def', text: 'x' },
+    { request_id: first.requestId, text: 'half\u0000an answer' },
+    { request_id: second.requestId, text: 'a fine answer' },
+  ]);
+  assert.equal(res.statusCode, 200, res.body);
+  const [badId, badText, good] = res.json().results;
+  assert.equal(badId.ok, false);
+  assert.equal(badId.error.code, 'not_found');
+  assert.equal(badId.request_id, 'req_abc\u0000def', 'echoed as sent');
+  assert.match(badId.error.message, /NUL character/);
+  assert.deepEqual(Object.keys(badText).sort(), ['accepted', 'ok', 'reason', 'request_id']);
+  assert.equal(badText.accepted, false);
+  assert.match(badText.reason, /NUL character \(U\+0000\) is not allowed/);
+  assert.deepEqual(good, { request_id: second.requestId, ok: true, accepted: true });
+  // The refused one stays open and adds no turn; the accepted one continues once.
+  assert.deepEqual((await listQuestions(t, owner)).json().questions.map((q: { request_id: string }) => q.request_id), [first.requestId]);
+  const messages = await settledTranscript(t, owner, first.sessionId, 3);
+  assert.deepEqual(agentTexts(messages).slice(2), ['Noted: a fine answer']);
+});
+
+test('the answer length limit counts code points, as for messages: 32,000 emoji fit, 32,001 are refused', async () => {
+  const owner = await t.userWithAgent();
+  const asked = await askQuestion(t, owner, 'text', unique('Long answer?'));
+  const tooLong = await answerOne(t, owner, asked.requestId, '😀'.repeat(32_001));
+  assert.equal(tooLong.accepted, false);
+  assert.match(tooLong.reason, /longer than 32000 characters/);
+  const longest = '😀'.repeat(32_000); // 64,000 UTF-16 code units
+  assert.deepEqual(await answerOne(t, owner, asked.requestId, longest), { request_id: asked.requestId, ok: true, accepted: true });
+  const messages = await settledTranscript(t, owner, asked.sessionId, 2);
+  assert.equal(agentTexts(messages)[1], `Noted: ${longest}`);
+});
