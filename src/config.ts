@@ -61,7 +61,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     freeAgentLimit: int(env, 'FREE_PLAN_AGENT_LIMIT', 1, 0, 1_000_000),
     proAgentLimit: int(env, 'PRO_PLAN_AGENT_LIMIT', 100, 0, 1_000_000),
     agentConcurrency: int(env, 'AGENT_CONCURRENCY', 1, 1, 1000),
-    runnerConcurrency: int(env, 'RUNNER_CONCURRENCY', 16, 1, 10_000),
+    // A turn mostly waits on its model (or its tools), not on this process's CPU.
+    runnerConcurrency: int(env, 'RUNNER_CONCURRENCY', 256, 1, 10_000),
     leaseMs: int(env, 'JOB_LEASE_MS', 15_000, 1_000, 3_600_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     scryptCostLog2: int(env, 'SCRYPT_COST_LOG2', 17, 10, 20),

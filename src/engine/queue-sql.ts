@@ -8,24 +8,62 @@ import type { Dialect } from '../store/store.ts';
  * The queue is the `jobs` table: FIFO per agent by id, at most `perAgent` running per agent.
  */
 
-export async function enqueueJob(
-  trx: Transaction<DB>,
-  job: { agentId: string; sessionId: string; userId: string; kind: JobKind; payload: unknown; userTurnId?: number | null },
-): Promise<number> {
-  const row = await trx.insertInto('jobs').values({
-    agent_id: job.agentId, session_id: job.sessionId, user_id: job.userId, kind: job.kind,
-    payload: JSON.stringify(job.payload), status: 'queued', attempts: 0, user_turn_id: job.userTurnId ?? null,
-    lease_owner: null, lease_expires_at: null, reply_turn_id: null, created_at: new Date().toISOString(),
-    started_at: null, finished_at: null,
-  }).returning('id').executeTakeFirstOrThrow();
-  return Number(row.id);
-}
-
 // Status conditions are SQL literals, not parameters: only then can SQLite (and a generic
 // PostgreSQL plan) use the partial indexes over unfinished jobs as history grows.
 const isQueued = sql<boolean>`status = 'queued'`;
 const isRunning = sql<boolean>`status = 'running'`;
 const isOpen = sql<boolean>`status in ('queued', 'running')`;
+
+export interface NewJob {
+  agentId: string;
+  sessionId: string;
+  userId: string;
+  kind: JobKind;
+  payload: unknown;
+  userTurnId?: number | null;
+}
+
+const insertJobRow = prepared((db, agentId: string, sessionId: string, userId: string, kind: JobKind, payload: string,
+  status: JobStatus, attempts: number, userTurnId: number | null, leaseOwner: string | null, leaseExpiresAt: string | null,
+  createdAt: string, startedAt: string | null) => db.insertInto('jobs').values({
+  agent_id: agentId, session_id: sessionId, user_id: userId, kind, payload, status, attempts, user_turn_id: userTurnId,
+  lease_owner: leaseOwner, lease_expires_at: leaseExpiresAt, reply_turn_id: null, created_at: createdAt, started_at: startedAt, finished_at: null,
+}).returningAll());
+
+/**
+ * Inserts a job at the end of its agent's line: queued, or already running under `claim` when
+ * the caller made sure the agent has room (see agentLineLength / tryLockAgent). One statement.
+ */
+export async function insertJob(trx: Transaction<DB>, job: NewJob, claim: { owner: string; leaseMs: number } | null): Promise<Job> {
+  const now = new Date();
+  const [row] = await insertJobRow(trx, job.agentId, job.sessionId, job.userId, job.kind, JSON.stringify(job.payload),
+    claim ? 'running' : 'queued', claim ? 1 : 0, job.userTurnId ?? null, claim?.owner ?? null,
+    claim ? new Date(now.getTime() + claim.leaseMs).toISOString() : null, now.toISOString(), claim ? now.toISOString() : null);
+  return normalize(row!);
+}
+
+/** Enqueues a job for whichever runner gets to it; returns its id. */
+export async function enqueueJob(trx: Transaction<DB>, job: NewJob): Promise<number> {
+  return (await insertJob(trx, job, null)).id;
+}
+
+const openJobsOfAgent = prepared((db, agentId: string) => db.selectFrom('jobs')
+  .select((eb) => eb.fn.countAll<number>().as('open')).where('agent_id', '=', agentId).where(isOpen));
+
+/** How many of the agent's jobs are queued or running: the line a new job would join the end of. */
+export async function agentLineLength(trx: Transaction<DB>, agentId: string): Promise<number> {
+  const [row] = await openJobsOfAgent(trx, agentId);
+  return Number(row?.open ?? 0);
+}
+
+/**
+ * PostgreSQL: serialises claims for one agent across instances for the rest of the transaction;
+ * false when another transaction holds it (that one is claiming; this one should not wait).
+ */
+export async function tryLockAgent(trx: Transaction<DB>, lockNamespace: string, agentId: string): Promise<boolean> {
+  const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_xact_lock(hashtext(${lockNamespace + agentId})) as locked`.execute(trx);
+  return rows[0]?.locked === true;
+}
 
 // A job may start when fewer than perAgent of its agent's jobs are running or queued before it.
 const claimable = (perAgent: number) => sql<boolean>`(
@@ -52,10 +90,7 @@ export async function claimInTransaction(
   trx: Transaction<DB>, dialect: Dialect, candidate: { id: number; agent_id: string },
   owner: string, leaseMs: number, perAgent: number, lockNamespace: string,
 ): Promise<Job | null> {
-  if (dialect === 'postgres') {
-    const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_xact_lock(hashtext(${lockNamespace + candidate.agent_id})) as locked`.execute(trx);
-    if (!rows[0]?.locked) return null;
-  }
+  if (dialect === 'postgres' && !(await tryLockAgent(trx, lockNamespace, candidate.agent_id))) return null;
   const now = new Date();
   const job = await trx.updateTable('jobs').set((eb) => ({
     status: 'running',
@@ -96,14 +131,16 @@ export async function releaseJob(db: Kysely<DB>, id: number, owner: string): Pro
     .where('id', '=', id).where('lease_owner', '=', owner).where(isRunning).execute();
 }
 
+const finishJobRow = prepared((db, id: number, owner: string, status: Extract<JobStatus, 'done' | 'failed'>, replyTurnId: number | null, finishedAt: string) =>
+  db.updateTable('jobs')
+    .set({ status, reply_turn_id: replyTurnId, finished_at: finishedAt, lease_owner: null, lease_expires_at: null })
+    .where('id', '=', id).where('lease_owner', '=', owner).where(isRunning));
+
 /** Marks a job finished if this runner still holds it; false means the lease was lost. */
 export async function finishJob(
   trx: Transaction<DB>, id: number, owner: string, status: Extract<JobStatus, 'done' | 'failed'>, replyTurnId: number | null,
 ): Promise<boolean> {
-  const result = await trx.updateTable('jobs')
-    .set({ status, reply_turn_id: replyTurnId, finished_at: new Date().toISOString(), lease_owner: null, lease_expires_at: null })
-    .where('id', '=', id).where('lease_owner', '=', owner).where(isRunning).executeTakeFirst();
-  return Number(result.numUpdatedRows) === 1;
+  return (await finishJobRow.affected(trx, id, owner, status, replyTurnId, new Date().toISOString())) === 1;
 }
 
 const jobById = prepared((db, id: number) => db.selectFrom('jobs').selectAll().where('id', '=', id));
@@ -116,11 +153,24 @@ export async function getJob(db: Kysely<DB>, id: number): Promise<Job | undefine
 const openJobsOfSession = prepared((db, sessionId: string) => db.selectFrom('jobs').select('status')
   .where('session_id', '=', sessionId).where(isOpen));
 
+export type SessionStatus = 'idle' | 'processing' | 'queued';
+
+/** A session's status from the statuses of its unfinished jobs. */
+function statusOf(openJobs: Array<{ status: JobStatus }>): SessionStatus {
+  if (openJobs.some((j) => j.status === 'running')) return 'processing';
+  return openJobs.length > 0 ? 'queued' : 'idle';
+}
+
 /** idle / processing / queued, from the session's unfinished jobs. */
-export async function sessionStatus(db: Kysely<DB>, sessionId: string): Promise<'idle' | 'processing' | 'queued'> {
-  const open = await openJobsOfSession(db, sessionId);
-  if (open.some((j) => j.status === 'running')) return 'processing';
-  return open.length > 0 ? 'queued' : 'idle';
+export async function sessionStatus(db: Kysely<DB>, sessionId: string): Promise<SessionStatus> {
+  return statusOf(await openJobsOfSession(db, sessionId));
+}
+
+/** The status of each of these sessions, in one query. */
+export async function sessionStatuses(db: Kysely<DB>, sessionIds: string[]): Promise<Map<string, SessionStatus>> {
+  const open = sessionIds.length === 0 ? [] : await db.selectFrom('jobs').select(['session_id', 'status'])
+    .where('session_id', 'in', sessionIds).where(isOpen).execute();
+  return new Map(sessionIds.map((id) => [id, statusOf(open.filter((j) => j.session_id === id))]));
 }
 
 function normalize(job: Job): Job {

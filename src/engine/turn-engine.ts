@@ -1,9 +1,10 @@
 import type { Transaction } from 'kysely';
-import type { DB, Job, JobKind } from '../store/schema.ts';
+import type { DB, Job } from '../store/schema.ts';
 import type { Store } from '../store/store.ts';
 import type { Bus, BusEvent } from './bus.ts';
 import {
-  claimInTransaction, enqueueJob, findClaimable, finishJob, getJob, releaseJob, renewLeases, requeueAllRunning, requeueExpired,
+  agentLineLength, claimInTransaction, findClaimable, finishJob, getJob, insertJob, releaseJob, renewLeases, requeueAllRunning,
+  requeueExpired, tryLockAgent, type NewJob,
 } from './queue-sql.ts';
 
 /** Inside a transaction: run this once it has committed, or this if it rolled back. */
@@ -32,6 +33,14 @@ export type Finisher = (trx: Transaction<DB>, stage: Stage) => Promise<{
 export interface JobState {
   job: Job;
   reply?: ReplyTurn;
+}
+
+/** A waiter registered for one job (see TurnEngine.watch). */
+export interface JobWatch {
+  /** The job once finished, or as it stands after `timeoutMs`; `current` is the job as the caller last knew it, if at all. */
+  wait(timeoutMs: number, current: Job | null): Promise<JobState>;
+  /** Stops listening (the enqueuing transaction rolled back). */
+  cancel(): void;
 }
 
 /** The work itself (brain calls and their results) lives above the engine, in services. */
@@ -216,31 +225,29 @@ export class TurnEngine {
 
   /**
    * Enqueues a job inside the caller's transaction. When this runner has a free slot and the
-   * agent is free, the job is claimed in the same transaction and starts the moment it
-   * commits (no second transaction, no scan); otherwise runners are told there is work.
+   * agent has room in its line, the job is inserted already claimed and starts the moment the
+   * transaction commits (no second statement, no scan); otherwise runners are told there is work.
    */
-  async enqueue(
-    trx: Transaction<DB>, stage: Stage, hooks: TxHooks,
-    job: { agentId: string; sessionId: string; userId: string; kind: JobKind; payload: unknown; userTurnId?: number | null },
-  ): Promise<number> {
-    const id = await enqueueJob(trx, job);
+  async enqueue(trx: Transaction<DB>, stage: Stage, hooks: TxHooks, job: NewJob): Promise<Job> {
+    let claim = false;
     if (this.canRunMore()) {
-      this.reserved++;
+      this.reserved++; // held from here, so concurrent enqueues never promise the same slot twice
       const { dialect, pgSchema } = this.options.store;
-      const claimed = await claimInTransaction(trx, dialect, { id, agent_id: job.agentId }, this.options.instanceId,
-        this.options.leaseMs, this.options.perAgent, pgSchema ?? '');
-      if (claimed) {
-        hooks.afterCommit(() => {
-          this.reserved--;
-          this.launch(claimed);
-        });
-        hooks.onRollback(() => { this.reserved--; });
-        return id;
-      }
-      this.reserved--;
+      claim = (dialect !== 'postgres' || await tryLockAgent(trx, pgSchema ?? '', job.agentId))
+        && (await agentLineLength(trx, job.agentId)) < this.options.perAgent;
+      if (!claim) this.reserved--;
     }
-    await stage({ type: 'job_enqueued', agentId: job.agentId });
-    return id;
+    const row = await insertJob(trx, job, claim ? { owner: this.options.instanceId, leaseMs: this.options.leaseMs } : null);
+    if (claim) {
+      hooks.afterCommit(() => {
+        this.reserved--;
+        this.launch(row);
+      });
+      hooks.onRollback(() => { this.reserved--; });
+    } else {
+      await stage({ type: 'job_enqueued', agentId: job.agentId });
+    }
+    return row;
   }
 
   private canRunMore(): boolean {
@@ -347,26 +354,43 @@ export class TurnEngine {
     });
   }
 
-  /** The job once it has finished, or as it stands when `timeoutMs` runs out. */
-  async waitForJob(jobId: number, timeoutMs: number): Promise<JobState> {
-    const { db } = this.options.store;
+  /**
+   * Starts listening for a job's end now: called inside the transaction that enqueues it, no
+   * wake-up can be missed, and the waiter needs no read to learn what it already knows.
+   */
+  watch(jobId: number): JobWatch {
     let wake!: (state?: JobState) => void;
     const woken = new Promise<JobState | undefined>((resolve) => { wake = resolve; });
     let set = this.waiters.get(jobId);
     if (!set) this.waiters.set(jobId, (set = new Set()));
     set.add(wake);
-    const timer = setTimeout(wake, timeoutMs);
-    try {
-      const job = await getJob(db, jobId);
-      if (!job) throw new Error(`job ${jobId} does not exist`);
-      if (isFinished(job) || timeoutMs <= 0) return { job };
-      const state = await woken;
-      return state ?? { job: (await getJob(db, jobId))! };
-    } finally {
-      clearTimeout(timer);
-      set.delete(wake);
-      if (set.size === 0) this.waiters.delete(jobId);
-    }
+    const waiters = set;
+    const cancel = () => {
+      waiters.delete(wake);
+      if (waiters.size === 0 && this.waiters.get(jobId) === waiters) this.waiters.delete(jobId);
+    };
+    const { db } = this.options.store;
+    return {
+      cancel,
+      wait: async (timeoutMs, current) => {
+        const timer = setTimeout(wake, timeoutMs);
+        try {
+          const job = current ?? await getJob(db, jobId);
+          if (!job) throw new Error(`job ${jobId} does not exist`);
+          if (isFinished(job) || timeoutMs <= 0) return { job };
+          const state = await woken;
+          return state ?? { job: (await getJob(db, jobId))! };
+        } finally {
+          clearTimeout(timer);
+          cancel();
+        }
+      },
+    };
+  }
+
+  /** The job once it has finished, or as it stands when `timeoutMs` runs out. */
+  waitForJob(jobId: number, timeoutMs: number): Promise<JobState> {
+    return this.watch(jobId).wait(timeoutMs, null);
   }
 
   /** Stops claiming; lets running jobs finish within `graceMs`; gives the rest back to the queue. */

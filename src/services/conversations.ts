@@ -2,11 +2,11 @@ import { createHash } from 'node:crypto';
 import { newId, looksLikeId } from '../domain/ids.ts';
 import { checkMessageText, Problem } from '../domain/problems.ts';
 import { isValidTs } from '../domain/turn-clock.ts';
-import { getJob, sessionStatus } from '../engine/queue-sql.ts';
-import type { JobState, TurnEngine } from '../engine/turn-engine.ts';
-import { appendTurn, readTranscript } from '../store/repos/transcript.ts';
+import { getJob, sessionStatus, sessionStatuses, type SessionStatus } from '../engine/queue-sql.ts';
+import type { JobState, JobWatch, TurnEngine } from '../engine/turn-engine.ts';
+import { appendTurn, readLastTurns, readTranscript, startSession } from '../store/repos/transcript.ts';
 import { prepared } from '../store/prepared.ts';
-import type { Session } from '../store/schema.ts';
+import type { Job, Session } from '../store/schema.ts';
 import { isUniqueViolation, type Store } from '../store/store.ts';
 import type { AgentsService } from './agents.ts';
 import type { JobPayload } from './turn-worker.ts';
@@ -37,9 +37,20 @@ export interface InboundMessage {
 export interface TranscriptResult {
   session_id: string;
   agent_id: string;
-  status: 'idle' | 'processing' | 'queued';
+  status: SessionStatus;
   messages: { role: 'user' | 'agent'; text: string; ts: string; error?: string }[];
   has_more: boolean;
+}
+
+/** A session as the web app lists it. */
+export interface SessionListItem {
+  session_id: string;
+  agent_id: string;
+  agent_name: string;
+  channel: string;
+  created_at: string;
+  last_activity: string;
+  status: TranscriptResult['status'];
 }
 
 export interface ConversationsDeps {
@@ -57,6 +68,28 @@ const ownSession = prepared((db, sessionId: string, userId: string) => db.select
   .where('id', '=', sessionId).where('user_id', '=', userId));
 
 const DEFAULT_PENDING_ABANDONED_AFTER_MS = 30_000;
+
+// The statements of accepting a message: built once (see store/prepared.ts).
+const acceptIdempotencyKey = prepared((db, sessionId: string, jobId: number, userId: string, key: string, pendingSince: string) =>
+  db.updateTable('idempotency_keys').set({ state: 'accepted', session_id: sessionId, job_id: jobId })
+    .where('user_id', '=', userId).where('key', '=', key).where('state', '=', 'pending').where('created_at', '=', pendingSince));
+const claimRecentMessage = prepared((db, userId: string, target: string, textHash: string, sessionId: string, jobId: number,
+  createdAt: string, replaceIfBefore: string) => db.insertInto('recent_messages').values({
+  user_id: userId, target, text_hash: textHash, session_id: sessionId, job_id: jobId, created_at: createdAt,
+}).onConflict((oc) => oc.columns(['user_id', 'target', 'text_hash']).doUpdateSet((eb) => ({
+  created_at: eb.ref('excluded.created_at'), session_id: eb.ref('excluded.session_id'), job_id: eb.ref('excluded.job_id'),
+})).where('recent_messages.created_at', '<=', replaceIfBefore)).returning('user_id'));
+const recentMessage = prepared((db, userId: string, target: string, textHash: string) => db.selectFrom('recent_messages')
+  .select(['job_id']).where('user_id', '=', userId).where('target', '=', target).where('text_hash', '=', textHash));
+
+/** Thrown inside the accepting transaction to roll it back: the same message was just received. */
+class DuplicateMessage extends Error {
+  readonly originalJobId: number;
+  constructor(originalJobId: number) {
+    super('duplicate message');
+    this.originalJobId = originalJobId;
+  }
+}
 
 const sha256 = (value: string): string => createHash('sha256').update(value).digest('hex');
 
@@ -83,7 +116,7 @@ export class ConversationsService {
     const target = await this.resolveTarget(inbound);
     const accepted = await this.accept(inbound, text, target, null);
     if (accepted.duplicateOf !== null) return this.duplicateResult(accepted.duplicateOf);
-    return this.outcome(accepted.jobId, accepted.messageTs, waitMs);
+    return this.outcome(accepted.watch.wait(waitMs, accepted.job), accepted.messageTs);
   }
 
   /** Idempotency-Key: a retry within the TTL starts nothing and returns the first outcome as it stands. */
@@ -115,12 +148,13 @@ export class ConversationsService {
       if (first.state === 'pending' || first.job_id === null) {
         throw new Problem('idempotency_key_in_use', 'A request with this Idempotency-Key is still being accepted; retry shortly.');
       }
-      return this.outcome(Number(first.job_id), null, 0);
+      return this.outcome(this.deps.engine.waitForJob(Number(first.job_id), 0), null);
     }
     try {
       const target = await this.resolveTarget(inbound);
       const accepted = await this.accept(inbound, text, target, { key, pendingSince });
-      return this.outcome(accepted.jobId, accepted.messageTs, waitMs);
+      if (accepted.duplicateOf !== null) throw new Error('a keyed message is never a duplicate');
+      return this.outcome(accepted.watch.wait(waitMs, accepted.job), accepted.messageTs);
     } catch (error) {
       // Not accepted: free the key so that a corrected retry can use it.
       await db.deleteFrom('idempotency_keys').where('user_id', '=', inbound.userId).where('key', '=', key)
@@ -147,70 +181,64 @@ export class ConversationsService {
     throw new Problem('agent_required', 'You can message several agents: name one with agent_id (see GET /agents).');
   }
 
-  /** One transaction: duplicate check, session, user turn, job, idempotency record. */
+  /**
+   * One transaction: session, user turn, job, idempotency record, duplicate claim. The claim
+   * comes last so that it can carry the job it stands for; a duplicate rolls all of it back.
+   */
   private async accept(
     inbound: InboundMessage, text: string, target: { session: Session | null; agentId: string },
     idempotency: { key: string; pendingSince: string } | null,
-  ) {
+  ): Promise<{ duplicateOf: number } | { duplicateOf: null; job: Job; watch: JobWatch; messageTs: string }> {
     const { engine, store } = this.deps;
-    return engine.transact(async (trx, stage, hooks) => {
-      const now = new Date();
-      const targetKey = target.session ? target.session.id : `agent:${target.agentId}`;
-      const textHash = sha256(text);
-      if (this.deps.duplicateWindowMs > 0) {
-        // Claim (user, target, text) for the window. A request with an Idempotency-Key is never a
-        // duplicate itself (the key alone decides) but still claims, so a plain resend of the same
-        // text within the window is recognised as one.
-        const replaceIfBefore = idempotency === null
-          ? new Date(now.getTime() - this.deps.duplicateWindowMs).toISOString()
-          : '9999-12-31T23:59:59.999Z'; // keyed: always take the claim over
-        const claimed = await trx.insertInto('recent_messages').values({
-          user_id: inbound.userId, target: targetKey, text_hash: textHash, session_id: null, job_id: null, created_at: now.toISOString(),
-        }).onConflict((oc) => oc.columns(['user_id', 'target', 'text_hash']).doUpdateSet({
-          created_at: now.toISOString(), session_id: null, job_id: null,
-        }).where('recent_messages.created_at', '<=', replaceIfBefore))
-          .returning('user_id').executeTakeFirst();
-        if (!claimed) {
-          const original = await trx.selectFrom('recent_messages').select(['job_id'])
-            .where('user_id', '=', inbound.userId).where('target', '=', targetKey).where('text_hash', '=', textHash).executeTakeFirstOrThrow();
-          return { duplicateOf: Number(original.job_id), jobId: 0, messageTs: '' };
+    try {
+      return await engine.transact(async (trx, stage, hooks) => {
+        const sessionId = target.session?.id ?? newId('session');
+        const turn = target.session
+          ? await appendTurn(trx, store.dialect, { sessionId, role: 'user', text })
+          : await startSession(trx, { id: sessionId, userId: inbound.userId, agentId: target.agentId, channel: inbound.channel }, { role: 'user', text });
+        const payload: JobPayload = { kind: 'message', text };
+        const job = await engine.enqueue(trx, stage, hooks, { agentId: target.agentId, sessionId, userId: inbound.userId, kind: 'message', payload, userTurnId: turn.id });
+        if (idempotency !== null) {
+          const taken = await acceptIdempotencyKey.affected(trx, sessionId, job.id, inbound.userId, idempotency.key, idempotency.pendingSince);
+          // Our claim was given up as abandoned and taken by a retry: that retry's turn is the one.
+          if (taken !== 1) {
+            throw new Problem('idempotency_key_in_use', 'This request took too long to be accepted; a retry with the same Idempotency-Key took over.');
+          }
         }
-      }
-      let sessionId = target.session?.id;
-      if (!sessionId) {
-        sessionId = newId('session');
-        await trx.insertInto('sessions').values({
-          id: sessionId, user_id: inbound.userId, agent_id: target.agentId, channel: inbound.channel, last_ts: null, created_at: now.toISOString(),
-        }).execute();
-      }
-      const turn = await appendTurn(trx, store.dialect, { sessionId, role: 'user', text });
-      const payload: JobPayload = { kind: 'message', text };
-      const jobId = await engine.enqueue(trx, stage, hooks, { agentId: target.agentId, sessionId, userId: inbound.userId, kind: 'message', payload, userTurnId: turn.id });
-      await trx.updateTable('turns').set({ job_id: jobId }).where('id', '=', turn.id).execute();
-      if (idempotency !== null) {
-        const taken = await trx.updateTable('idempotency_keys').set({ state: 'accepted', session_id: sessionId, job_id: jobId })
-          .where('user_id', '=', inbound.userId).where('key', '=', idempotency.key)
-          .where('state', '=', 'pending').where('created_at', '=', idempotency.pendingSince).executeTakeFirst();
-        // Our claim was given up as abandoned and taken by a retry: that retry's turn is the one.
-        if (Number(taken.numUpdatedRows) !== 1) {
-          throw new Problem('idempotency_key_in_use', 'This request took too long to be accepted; a retry with the same Idempotency-Key took over.');
+        if (this.deps.duplicateWindowMs > 0) {
+          // Claim (user, target, text) for the window. A request with an Idempotency-Key is never a
+          // duplicate itself (the key alone decides) but still claims, so a plain resend of the same
+          // text within the window is recognised as one.
+          const now = new Date();
+          const targetKey = target.session ? target.session.id : `agent:${target.agentId}`;
+          const textHash = sha256(text);
+          const replaceIfBefore = idempotency === null
+            ? new Date(now.getTime() - this.deps.duplicateWindowMs).toISOString()
+            : '9999-12-31T23:59:59.999Z'; // keyed: always take the claim over
+          const [claimed] = await claimRecentMessage(trx, inbound.userId, targetKey, textHash, sessionId, job.id, now.toISOString(), replaceIfBefore);
+          if (!claimed) {
+            const [original] = await recentMessage(trx, inbound.userId, targetKey, textHash);
+            throw new DuplicateMessage(Number(original!.job_id));
+          }
         }
-      }
-      if (this.deps.duplicateWindowMs > 0) {
-        await trx.updateTable('recent_messages').set({ session_id: sessionId, job_id: jobId })
-          .where('user_id', '=', inbound.userId).where('target', '=', targetKey).where('text_hash', '=', textHash).execute();
-      }
-      return { duplicateOf: null, jobId, messageTs: turn.ts };
-    });
+        // Listening starts before the commit, so the reply cannot slip past unheard.
+        const watch = engine.watch(job.id);
+        hooks.onRollback(() => watch.cancel());
+        return { duplicateOf: null, job, watch, messageTs: turn.ts };
+      });
+    } catch (error) {
+      if (error instanceof DuplicateMessage) return { duplicateOf: error.originalJobId };
+      throw error;
+    }
   }
 
-  /** Waits up to `waitMs` for the job, then says where it stands. */
-  private async outcome(jobId: number, messageTs: string | null, waitMs: number): Promise<SendResult> {
-    const state = await this.deps.engine.waitForJob(jobId, waitMs);
-    if (state.job.status === 'failed') {
-      throw new Problem('agent_failed', 'The agent could not process the message.', { session_id: state.job.session_id });
+  /** Where the job stands once `state` settles (its end, or the wait's); a failure is agent_failed. */
+  private async outcome(state: Promise<JobState>, messageTs: string | null): Promise<SendResult> {
+    const settled = await state;
+    if (settled.job.status === 'failed') {
+      throw new Problem('agent_failed', 'The agent could not process the message.', { session_id: settled.job.session_id });
     }
-    return this.describe(state, messageTs);
+    return this.describe(settled, messageTs);
   }
 
   /** The send result of a job; reads only the turns it does not already know. */
@@ -261,16 +289,61 @@ export class ConversationsService {
     return { session_id: session.id, agent_id: session.agent_id, status, messages: page.messages, has_more: page.hasMore };
   }
 
-  /** The account's sessions, most recently active first (for the web app). */
-  async listSessions(userId: string, limit = 100) {
-    const rows = await this.deps.store.db.selectFrom('sessions')
+  /**
+   * A transcript's newest turns (before `before`, exclusive, when given), oldest first, for the
+   * chat: a long conversation opens at its end. `has_earlier` says whether older turns exist.
+   */
+  async latestTranscript(userId: string, sessionId: string, options: { before?: string | undefined; limit?: number | undefined } = {}): Promise<TranscriptResult & { has_earlier: boolean }> {
+    const before = options.before ?? null;
+    if (before !== null && !isValidTs(before)) {
+      throw Problem.validation([{ path: 'before', message: 'must be a turn ts such as 2026-11-22T12:34:56.789012Z' }]);
+    }
+    const limit = options.limit ?? 50;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw Problem.validation([{ path: 'limit', message: 'must be an integer from 1 to 200' }]);
+    const session = await this.findOwnSession(userId, sessionId);
+    if (!session) throw new Problem('session_not_found', 'No such session.');
+    const [page, status] = await Promise.all([
+      readLastTurns(this.deps.store.db, session.id, before, limit),
+      sessionStatus(this.deps.store.db, session.id),
+    ]);
+    return { session_id: session.id, agent_id: session.agent_id, status, messages: page.messages, has_more: before !== null, has_earlier: page.hasMore };
+  }
+
+  /**
+   * One page of the account's sessions, most recently active first, each with its status: two
+   * queries whatever the page size. `cursor` is the `next_cursor` of the page before (opaque).
+   */
+  async listSessionsPage(userId: string, options: { limit?: number | undefined; cursor?: string | undefined } = {}): Promise<{ sessions: SessionListItem[]; next_cursor: string | null }> {
+    const limit = options.limit ?? 50;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw Problem.validation([{ path: 'limit', message: 'must be an integer from 1 to 200' }]);
+    let after: { activity: string; id: string } | null = null;
+    if (options.cursor !== undefined) {
+      const [activity, id] = Buffer.from(options.cursor, 'base64url').toString('utf8').split('\n');
+      if (!activity || !id || !looksLikeId('session', id) || (!isValidTs(activity) && Number.isNaN(Date.parse(activity)))) {
+        throw Problem.validation([{ path: 'cursor', message: 'must be the next_cursor of an earlier page' }]);
+      }
+      after = { activity, id };
+    }
+    const { db } = this.deps.store;
+    const rows = await db.selectFrom('sessions')
       .innerJoin('agents', 'agents.id', 'sessions.agent_id')
-      .select(['sessions.id', 'sessions.agent_id', 'agents.name as agent_name', 'sessions.channel', 'sessions.created_at', 'sessions.last_ts'])
+      .select((eb) => ['sessions.id', 'sessions.agent_id', 'agents.name as agent_name', 'sessions.channel', 'sessions.created_at',
+        eb.fn.coalesce('sessions.last_ts', 'sessions.created_at').as('activity')])
       .where('sessions.user_id', '=', userId)
-      .orderBy('sessions.last_ts', 'desc').orderBy('sessions.id').limit(limit).execute();
-    return Promise.all(rows.map(async (r) => ({
-      session_id: r.id, agent_id: r.agent_id, agent_name: r.agent_name, channel: r.channel, created_at: r.created_at,
-      last_activity: r.last_ts, status: await sessionStatus(this.deps.store.db, r.id),
-    })));
+      .$if(after !== null, (q) => q.where((eb) => {
+        const activity = eb.fn.coalesce('sessions.last_ts', 'sessions.created_at');
+        return eb.or([eb(activity, '<', after!.activity), eb.and([eb(activity, '=', after!.activity), eb('sessions.id', '>', after!.id)])]);
+      }))
+      .orderBy('activity', 'desc').orderBy('sessions.id').limit(limit + 1).execute();
+    const page = rows.slice(0, limit);
+    const statuses = await sessionStatuses(db, page.map((r) => r.id));
+    const last = page.at(-1);
+    return {
+      sessions: page.map((r) => ({
+        session_id: r.id, agent_id: r.agent_id, agent_name: r.agent_name, channel: r.channel, created_at: r.created_at,
+        last_activity: r.activity, status: statuses.get(r.id)!,
+      })),
+      next_cursor: rows.length > limit && last ? Buffer.from(`${last.activity}\n${last.id}`).toString('base64url') : null,
+    };
   }
 }

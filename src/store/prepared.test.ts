@@ -35,3 +35,16 @@ test('a prepared query gives what the builder gives, call after call, with each 
     .where('created_at', '>', '2000-01-01').where('email', '=', 'b@example.test').execute();
   assert.deepEqual(await usersByPlanAndEmail(store.db, 'pro', 'b@example.test'), viaBuilder);
 });
+
+const setPlan = prepared((db, plan: 'free' | 'pro', id: string) => db.updateTable('users').set({ plan }).where('id', '=', id));
+
+test('a prepared statement runs inside a transaction, on its connection, and reports the rows it changed', async () => {
+  await assert.rejects(store.db.transaction().execute(async (trx) => {
+    assert.equal(await setPlan.affected(trx, 'pro', 'usr_a'), 1);
+    assert.deepEqual(plain(await usersByPlanAndEmail(trx, 'pro', 'a@example.test')), [{ id: 'usr_a', email: 'a@example.test' }]);
+    throw new Error('roll back');
+  }), /roll back/);
+  // Rolled back with its transaction: it ran on the transaction's connection, not beside it.
+  assert.deepEqual(await usersByPlanAndEmail(store.db, 'pro', 'a@example.test'), []);
+  assert.equal(await setPlan.affected(store.db, 'pro', 'usr_nobody'), 0);
+});

@@ -1,16 +1,23 @@
-import { CompiledQuery, type Compilable, type Kysely } from 'kysely';
+import { CompiledQuery, type Compilable, type Kysely, type QueryResult } from 'kysely';
 import type { DB } from './schema.ts';
 
+interface Compiled {
+  sql: string;
+  slots: Array<{ param: number } | { constant: unknown }>;
+}
+
 /**
- * A hot query whose SQL is built once per database instead of on every call: Kysely's builder
+ * A hot query whose SQL is built once per dialect instead of on every call: Kysely's builder
  * costs about twice what SQLite takes to run a small indexed query. `build` must not branch on
  * its parameters (they are stand-ins when it runs); the SQL it makes is reused with the real
- * values in their places.
+ * values in their places. Works on a transaction as on the database itself.
  */
 export function prepared<P extends unknown[], Row>(build: (db: Kysely<DB>, ...params: P) => Compilable<Row>) {
-  const compiled = new WeakMap<Kysely<DB>, { sql: string; slots: Array<{ param: number } | { constant: unknown }> }>();
-  return async (db: Kysely<DB>, ...params: P): Promise<Row[]> => {
-    let query = compiled.get(db);
+  // Keyed by the dialect's adapter, which a database and all its transactions share.
+  const compiled = new WeakMap<object, Compiled>();
+  const run = async (db: Kysely<DB>, params: P): Promise<QueryResult<Row>> => {
+    const adapter = db.getExecutor().adapter;
+    let query = compiled.get(adapter);
     if (!query) {
       const standIns = params.map((_, i) => `\u0000prepared-parameter-${i}\u0000`) as unknown as P;
       const { sql, parameters } = build(db, ...standIns).compile();
@@ -19,10 +26,13 @@ export function prepared<P extends unknown[], Row>(build: (db: Kysely<DB>, ...pa
         return index >= 0 ? { param: index } : { constant: value };
       });
       query = { sql, slots };
-      compiled.set(db, query);
+      compiled.set(adapter, query);
     }
     const values = query.slots.map((slot) => ('param' in slot ? params[slot.param] : slot.constant));
-    const result = await db.executeQuery<Row>(CompiledQuery.raw(query.sql, values));
-    return result.rows;
+    return db.executeQuery<Row>(CompiledQuery.raw(query.sql, values));
   };
+  const rows = async (db: Kysely<DB>, ...params: P): Promise<Row[]> => (await run(db, params)).rows;
+  /** For statements without `returning`: how many rows they changed. */
+  rows.affected = async (db: Kysely<DB>, ...params: P): Promise<number> => Number((await run(db, params)).numAffectedRows ?? 0n);
+  return rows;
 }

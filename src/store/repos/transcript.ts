@@ -9,6 +9,14 @@ export interface AppendedTurn {
   ts: string;
 }
 
+const sessionClockForUpdate = prepared((db, sessionId: string) => db.selectFrom('sessions').select('last_ts').where('id', '=', sessionId).forUpdate());
+const sessionClock = prepared((db, sessionId: string) => db.selectFrom('sessions').select('last_ts').where('id', '=', sessionId));
+const insertTurn = prepared((db, sessionId: string, role: TurnRole, text: string, ts: string, error: string | null, jobId: number | null) =>
+  db.insertInto('turns').values({ session_id: sessionId, role, text, ts, error, job_id: jobId }).returning('id'));
+const advanceClock = prepared((db, sessionId: string, ts: string) => db.updateTable('sessions').set({ last_ts: ts }).where('id', '=', sessionId));
+const insertSession = prepared((db, id: string, userId: string, agentId: string, channel: string, lastTs: string, createdAt: string) =>
+  db.insertInto('sessions').values({ id, user_id: userId, agent_id: agentId, channel, last_ts: lastTs, created_at: createdAt }));
+
 /**
  * Appends a turn to a session with the next ts of its clock. The session row is locked
  * (PostgreSQL) for the rest of the transaction, so turns of one session commit in ts order
@@ -19,14 +27,24 @@ export async function appendTurn(
   dialect: Dialect,
   turn: { sessionId: string; role: TurnRole; text: string; error?: string | null; jobId?: number | null },
 ): Promise<AppendedTurn> {
-  const session = await trx.selectFrom('sessions').select('last_ts').where('id', '=', turn.sessionId)
-    .$if(dialect === 'postgres', (q) => q.forUpdate()).executeTakeFirstOrThrow();
+  const [session] = await (dialect === 'postgres' ? sessionClockForUpdate : sessionClock)(trx, turn.sessionId);
+  if (!session) throw new Error(`session ${turn.sessionId} does not exist`);
   const ts = nextTs(session.last_ts);
-  const inserted = await trx.insertInto('turns').values({
-    session_id: turn.sessionId, role: turn.role, text: turn.text, ts, error: turn.error ?? null, job_id: turn.jobId ?? null,
-  }).returning('id').executeTakeFirstOrThrow();
-  await trx.updateTable('sessions').set({ last_ts: ts }).where('id', '=', turn.sessionId).execute();
-  return { id: Number(inserted.id), ts };
+  const [inserted] = await insertTurn(trx, turn.sessionId, turn.role, turn.text, ts, turn.error ?? null, turn.jobId ?? null);
+  await advanceClock.affected(trx, turn.sessionId, ts);
+  return { id: Number(inserted!.id), ts };
+}
+
+/** Creates a session with its first turn: its clock starts at that turn, nothing to read or lock. */
+export async function startSession(
+  trx: Transaction<DB>,
+  session: { id: string; userId: string; agentId: string; channel: string },
+  turn: { role: TurnRole; text: string },
+): Promise<AppendedTurn> {
+  const ts = nextTs(null);
+  await insertSession.affected(trx, session.id, session.userId, session.agentId, session.channel, ts, new Date().toISOString());
+  const [inserted] = await insertTurn(trx, session.id, turn.role, turn.text, ts, null, null);
+  return { id: Number(inserted!.id), ts };
 }
 
 export interface TranscriptPage {
@@ -45,5 +63,22 @@ export async function readTranscript(db: Kysely<DB>, sessionId: string, after: s
   const rows = after === null ? await firstTurns(db, sessionId, limit + 1) : await turnsAfter(db, sessionId, after, limit + 1);
   const hasMore = rows.length > limit;
   const messages = rows.slice(0, limit).map((r) => (r.error ? { role: r.role, text: r.text, ts: r.ts, error: r.error } : { role: r.role, text: r.text, ts: r.ts }));
+  return { messages, hasMore };
+}
+
+const lastTurns = prepared((db, sessionId: string, limit: number) => db.selectFrom('turns').select(['role', 'text', 'ts', 'error'])
+  .where('session_id', '=', sessionId).orderBy('ts', 'desc').limit(limit));
+const lastTurnsBefore = prepared((db, sessionId: string, before: string, limit: number) => db.selectFrom('turns').select(['role', 'text', 'ts', 'error'])
+  .where('session_id', '=', sessionId).where('ts', '<', before).orderBy('ts', 'desc').limit(limit));
+
+/**
+ * The newest `limit` turns (of those before `before`, exclusive, when given), oldest first;
+ * `hasMore` says whether earlier turns exist. What a chat shows of a long conversation.
+ */
+export async function readLastTurns(db: Kysely<DB>, sessionId: string, before: string | null, limit: number): Promise<TranscriptPage> {
+  const rows = before === null ? await lastTurns(db, sessionId, limit + 1) : await lastTurnsBefore(db, sessionId, before, limit + 1);
+  const hasMore = rows.length > limit;
+  const messages = rows.slice(0, limit).reverse()
+    .map((r) => (r.error ? { role: r.role, text: r.text, ts: r.ts, error: r.error } : { role: r.role, text: r.text, ts: r.ts }));
   return { messages, hasMore };
 }
