@@ -5,20 +5,42 @@ const scryptAsync = promisify(scrypt) as (
   password: string, salt: Buffer, keylen: number, options: { N: number; r: number; p: number; maxmem: number },
 ) => Promise<Buffer>;
 
-/** scrypt with OWASP's parameters (N=2^17, r=8, p=1); the cost is lowered only in tests. */
-export async function hashPassword(password: string, costLog2 = 17): Promise<string> {
-  const salt = randomBytes(16);
-  const N = 2 ** costLog2;
-  const hash = await scryptAsync(password.normalize('NFKC'), salt, 32, { N, r: 8, p: 1, maxmem: 256 * 1024 * 1024 });
-  return `scrypt$${costLog2}$8$1$${salt.toString('base64')}$${hash.toString('base64')}`;
+/** OWASP's scrypt parameters: N=2^17, r=8, p=1 (about 128 MiB and a few hundred ms per hash). */
+export const SCRYPT_DEFAULTS = { costLog2: 17, r: 8, p: 1 } as const;
+
+/**
+ * The memory scrypt needs for these parameters (what OpenSSL checks against `maxmem`):
+ * 128·r·(N+2) bytes for V plus 128·r·p for B, with a little room on top. Computed, not fixed,
+ * so that a higher cost (SCRYPT_COST_LOG2 of 18 to 20) works instead of failing every hash.
+ */
+export function scryptMaxmem(N: number, r: number, p: number): number {
+  return 128 * r * (N + 2) + 128 * r * p + 1024 * 1024;
 }
 
+/** scrypt with OWASP's parameters (N=2^17, r=8, p=1); the cost is lowered only in tests. */
+export async function hashPassword(password: string, costLog2: number = SCRYPT_DEFAULTS.costLog2): Promise<string> {
+  const { r, p } = SCRYPT_DEFAULTS;
+  const salt = randomBytes(16);
+  const N = 2 ** costLog2;
+  const hash = await scryptAsync(password.normalize('NFKC'), salt, 32, { N, r, p, maxmem: scryptMaxmem(N, r, p) });
+  return `scrypt$${costLog2}$${r}$${p}$${salt.toString('base64')}$${hash.toString('base64')}`;
+}
+
+/** Checks a password against a stored hash, whatever parameters the hash was made with. */
 export async function verifyPassword(password: string, stored: string): Promise<boolean> {
-  const [scheme, costLog2, r, p, salt, hash] = stored.split('$');
+  const [scheme, costText, rText, pText, salt, hash] = stored.split('$');
   if (scheme !== 'scrypt' || !salt || !hash) return false;
+  const costLog2 = Number(costText);
+  const r = Number(rText);
+  const p = Number(pText);
+  // Only parameters a hash of ours can have (and that cannot ask for absurd amounts of memory).
+  if (!Number.isInteger(costLog2) || costLog2 < 1 || costLog2 > 22) return false;
+  if (!Number.isInteger(r) || r < 1 || r > 32 || !Number.isInteger(p) || p < 1 || p > 16) return false;
   const expected = Buffer.from(hash, 'base64');
+  if (expected.length < 16) return false;
+  const N = 2 ** costLog2;
   const actual = await scryptAsync(password.normalize('NFKC'), Buffer.from(salt, 'base64'), expected.length, {
-    N: 2 ** Number(costLog2), r: Number(r), p: Number(p), maxmem: 256 * 1024 * 1024,
+    N, r, p, maxmem: scryptMaxmem(N, r, p),
   });
   return timingSafeEqual(actual, expected);
 }

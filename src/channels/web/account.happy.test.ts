@@ -120,3 +120,21 @@ test('static assets are served with a validator', async () => {
   const js = await t.inject({ method: 'GET', url: '/assets/app.js' });
   assert.match(String(js.headers['content-type']), /^text\/javascript/);
 });
+
+test('sign-up mistakes are sentences that name the field', async () => {
+  const web = new WebClient(t);
+  const email = await web.signup();
+  await web.post('/logout');
+  const other = new WebClient(t);
+  await other.get('/signup');
+  const error = (body: string, name: string) => new RegExp(`id="f-${name}-error">([^<]*)</p>`).exec(body)?.[1];
+  const taken = await other.post('/signup', { email: email.toUpperCase(), password: 'a long password' });
+  assert.equal(taken.statusCode, 422);
+  assert.equal(error(taken.body, 'email'), 'An account with this email already exists. Log in instead, or use another email.');
+  const bad = await other.post('/signup', { email: 'not an email', password: 'short' });
+  assert.equal(error(bad.body, 'email'), 'Enter an email address, such as name@example.com (at most 254 characters).');
+  assert.equal(error(bad.body, 'password'), 'Password must be at least 8 characters.');
+  const long = await other.post('/signup', { email: `long-${Date.now()}@example.test`, password: 'p'.repeat(257) });
+  assert.equal(error(long.body, 'password'), 'Password must be at most 256 characters.');
+  for (const res of [taken, bad, long]) assert.doesNotMatch(res.body, />is already registered|>must be|Too big|Too small/, 'no fragments');
+});

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startTestApp, type TestApp } from '../../testing/harness.ts';
+import { safeNext } from './context.ts';
 import { WebClient } from './web-client.test-helper.ts';
 
 let t: TestApp;
@@ -59,6 +60,44 @@ test('a same-origin form is accepted (Origin and Sec-Fetch-Site as a browser sen
   await web.signup();
   await web.get('/account/keys');
   const res = await web.post('/account/keys', { label: 'fine' }, { origin: 'http://localhost:80', 'sec-fetch-site': 'same-origin' });
+  assert.equal(res.statusCode, 303);
+});
+
+test('behind a TLS-terminating proxy without TRUST_PROXY, same-origin forms still work', async () => {
+  // The browser is on https://app.example; the proxy forwards plain http with the same Host.
+  const web = new WebClient(t);
+  await web.signup();
+  await web.get('/account/keys', { host: 'app.example' });
+  const proxied = { host: 'app.example', origin: 'https://app.example' };
+  // A browser with Fetch metadata: trusted on it, the Origin's scheme does not matter.
+  let res = await web.post('/account/keys', { label: 'via proxy' }, { ...proxied, 'sec-fetch-site': 'same-origin' });
+  assert.equal(res.statusCode, 303, res.body.slice(0, 300));
+  // Without Fetch metadata: the Origin's host is compared with Host, not its scheme.
+  res = await web.post('/account/keys', { label: 'old browser' }, proxied);
+  assert.equal(res.statusCode, 303, res.body.slice(0, 300));
+  const refused: Record<string, string>[] = [
+    { host: 'app.example', origin: 'https://evil.example' },
+    { host: 'app.example', origin: 'https://app.example.evil.example' },
+    { host: 'app.example', origin: 'https://app.example:8443' },
+    { host: 'app.example:8080', origin: 'http://app.example' },
+    { host: 'app.example', origin: 'ftp://app.example' },
+    { host: 'app.example', origin: 'null' },
+    { host: 'app.example', origin: 'https://app.example', 'sec-fetch-site': 'same-site' },
+    { host: 'app.example', origin: 'https://app.example', 'sec-fetch-site': 'cross-site' },
+  ];
+  for (const headers of refused) {
+    res = await web.post('/account/keys', { label: 'refused' }, headers);
+    assert.equal(res.statusCode, 403, JSON.stringify(headers));
+    assert.match(res.body, /sent from another site/);
+  }
+  // The token stays required however trusted the request looks.
+  const token = web.csrf;
+  web.csrf = 'wrong';
+  res = await web.post('/account/keys', { label: 'no token' }, { ...proxied, 'sec-fetch-site': 'same-origin' });
+  assert.equal(res.statusCode, 403);
+  assert.match(res.body, /could not be verified/);
+  web.csrf = token;
+  res = await web.post('/account/keys', { label: 'on a port' }, { host: 'app.example:8080', origin: 'http://app.example:8080' });
   assert.equal(res.statusCode, 303);
 });
 
@@ -138,6 +177,62 @@ test('log-in attempts are throttled per IP address across accounts', async () =>
   assert.equal((await other.post('/login', { email: 'nobody@example.test', password: 'wrong password' })).statusCode, 401);
 });
 
+test('parallel wrong passwords are throttled too: each attempt counts when it starts', async () => {
+  const owner = new WebClient(t, { ip: '10.20.0.1' });
+  const email = await owner.signup();
+  await owner.post('/logout');
+  const web = new WebClient(t, { ip: '10.20.0.2' });
+  await web.get('/login');
+  const results = await Promise.all(Array.from({ length: 20 }, () => web.post('/login', { email, password: 'wrong password' })));
+  const codes = results.map((r) => r.statusCode);
+  assert.equal(codes.filter((c) => c === 401).length, 5, `5 checked, the rest refused: ${codes.join(',')}`);
+  assert.equal(codes.filter((c) => c === 429).length, 15);
+
+  // Per IP as well: 40 parallel attempts on 40 accounts from one address, 30 get checked.
+  const spray = new WebClient(t, { ip: '10.20.0.3' });
+  await spray.get('/login');
+  const sprayed = await Promise.all(Array.from({ length: 40 }, (_, i) => spray.post('/login', { email: `spray-${i}@example.test`, password: 'wrong password' })));
+  assert.equal(sprayed.filter((r) => r.statusCode === 401).length, 30);
+  assert.equal(sprayed.filter((r) => r.statusCode === 429).length, 10);
+});
+
+test('a successful log-in is forgiven: it uses up no attempt of the IP or the account', async () => {
+  const web = new WebClient(t, { ip: '10.21.0.1' });
+  const email = await web.signup();
+  for (let i = 0; i < 35; i++) {
+    await web.post('/logout');
+    await web.get('/login');
+    const res = await web.post('/login', { email, password: 'correct horse battery' });
+    assert.equal(res.statusCode, 303, `log-in ${i + 1}`);
+  }
+  // Four failures and then the right password: the account starts afresh.
+  await web.post('/logout');
+  await web.get('/login');
+  for (let i = 0; i < 4; i++) assert.equal((await web.post('/login', { email, password: 'wrong password' })).statusCode, 401);
+  assert.equal((await web.post('/login', { email, password: 'correct horse battery' })).statusCode, 303);
+  await web.post('/logout');
+  await web.get('/login');
+  for (let i = 0; i < 4; i++) assert.equal((await web.post('/login', { email, password: 'wrong password' })).statusCode, 401);
+});
+
+test('sign-ups are throttled per IP address, parallel ones included', async () => {
+  const web = new WebClient(t, { ip: '10.22.0.1' });
+  await web.get('/signup');
+  const results = await Promise.all(Array.from({ length: 14 }, (_, i) => web.post('/signup', {
+    email: i % 2 ? `flood-${i}@example.test` : 'not an email', password: 'a long password',
+  })));
+  const codes = results.map((r) => r.statusCode);
+  assert.equal(codes.filter((c) => c !== 429).length, 10, `10 went ahead (created or refused as invalid): ${codes.join(',')}`);
+  const refused = results.find((r) => r.statusCode === 429)!;
+  assert.ok(Number(refused.headers['retry-after']) > 0);
+  assert.match(refused.body, /Too many sign-ups from your network just now\. Try again in \d+ minutes?\./);
+  assert.match(refused.body, /value="(not an email|flood-\d+@example\.test)"/, 'the form keeps the email');
+  // Another address is not affected.
+  const other = new WebClient(t, { ip: '10.22.0.2' });
+  await other.get('/signup');
+  assert.equal((await other.post('/signup', { email: `calm-${Date.now()}@example.test`, password: 'a long password' })).statusCode, 303);
+});
+
 test('an unknown email and a wrong password get the same answer', async () => {
   const web = new WebClient(t, { ip: '10.5.5.5' });
   const email = await web.signup();
@@ -150,17 +245,48 @@ test('an unknown email and a wrong password get the same answer', async () => {
   assert.equal(message(wrong.body), message(unknown.body));
 });
 
-test('after log-in only local paths are followed (no open redirect)', async () => {
+// Values a browser would follow off the site (tab/newline dropped, "\\" read as "/"), or that
+// cannot go into a Location header at all.
+const HOSTILE_NEXT = [
+  'https://evil.example/', '//evil.example/x', '/\\evil.example', '\\/evil.example', '/\t/evil.example', '/\n/evil.example',
+  '/\r\n/evil.example', '\t//evil.example', '/ /evil.example', '/\u00a0/evil.example', '/\u2713',
+  '/caf\u00e9', 'javascript:alert(1)', 'evil.example', '', `/${'a'.repeat(600)}`, '/\u3000/evil.example', '/\\\\evil.example',
+];
+
+test('safeNext keeps only paths on this site, as a browser would resolve them', () => {
+  for (const next of [...HOSTILE_NEXT, '/\u0000/evil.example']) assert.equal(safeNext(next), '/', JSON.stringify(next));
+  for (const next of ['/', '/account/keys', '/chat?session=ses_abc&x=1#end', '/conversations?before=2026-11-22T12%3A00%3A00Z']) {
+    assert.equal(safeNext(next), next);
+  }
+  // Encoded forms stay encoded: the browser asks this site for that path, it never goes elsewhere.
+  for (const next of ['/%2F%2Fevil.example', '/%5Cevil.example', '/%09/evil.example', '/%252F%252Fevil.example', '/..//evil.example', '/./\\evil']) {
+    const kept = safeNext(next);
+    assert.equal(new URL(kept, 'https://app.example/login').origin, 'https://app.example', next);
+  }
+  assert.equal(safeNext(undefined), '/');
+  assert.equal(safeNext(['/a']), '/');
+  assert.equal(safeNext('https://evil.example', '/agents'), '/agents');
+});
+
+test('after log-in only local paths are followed (no open redirect, no 500)', async () => {
   const web = new WebClient(t, { ip: '10.6.6.6' });
   const email = await web.signup();
   await web.post('/logout');
-  for (const next of ['https://evil.example/', '//evil.example/x', '/\\evil.example']) {
+  // (A NUL character is refused before any page sees it, with a 422: left out here.)
+  for (const next of HOSTILE_NEXT) {
     await web.get('/login');
     const res = await web.post('/login', { email, password: 'correct horse battery', next });
-    assert.equal(res.statusCode, 303);
-    assert.equal(res.headers.location, '/', next);
+    assert.equal(res.statusCode, 303, JSON.stringify(next));
+    assert.equal(res.headers.location, '/', JSON.stringify(next));
+    // Signed in, the log-in page itself redirects to `next` at once: the same rule applies.
+    const again = await web.get(`/login?next=${encodeURIComponent(next)}`);
+    assert.equal(again.statusCode, 303, JSON.stringify(next));
+    assert.equal(again.headers.location, '/', JSON.stringify(next));
     await web.post('/logout');
   }
+  await web.get('/login');
+  const local = await web.post('/login', { email, password: 'correct horse battery', next: '/chat?agent=agt_x#top' });
+  assert.equal(local.headers.location, '/chat?agent=agt_x#top');
 });
 
 test('the API channel still refuses form bodies (415), the web parsers stay inside the web app', async () => {

@@ -5,6 +5,7 @@ import type { Services } from '../../services/services.ts';
 import type { WebSession, WebSessionsService } from '../../services/web-sessions.ts';
 import { html, type SafeHtml } from './html.ts';
 import { page, type NavKey } from './layout.ts';
+import type { Sealer } from './flash.ts';
 import type { LoginThrottle } from './throttle.ts';
 
 declare module 'fastify' {
@@ -26,6 +27,8 @@ export interface WebContext {
   config: Config;
   sessions: WebSessionsService;
   throttle: LoginThrottle;
+  /** Seals what one page hands to the next through a cookie (see flash.ts). */
+  sealer: Sealer;
 }
 
 export interface RenderOptions {
@@ -53,10 +56,24 @@ export function render(request: FastifyRequest, reply: FastifyReply, options: Re
     }));
 }
 
-/** Only local paths are followed after login (no open redirect). */
-export function safeNext(value: unknown): string {
-  if (typeof value !== 'string' || !value.startsWith('/') || value.startsWith('//') || value.startsWith('/\\')) return '/';
-  return value.length > 512 ? '/' : value;
+// A path of printable ASCII URL characters (RFC 3986's unreserved, sub-delims, ":", "@", "/", "?",
+// "#" and percent-escapes): no controls, spaces or backslashes (which browsers drop or read as "/"),
+// and nothing outside Latin-1 (which cannot go into a Location header).
+const LOCAL_PATH = /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@/?#%]*$/;
+const PROBE_ORIGIN = 'http://next.invalid';
+
+/**
+ * Only paths on this site are followed after login (no open redirect); anything else gives
+ * `fallback`. The path must also resolve, as a browser resolves it, to this origin.
+ */
+export function safeNext(value: unknown, fallback = '/'): string {
+  if (typeof value !== 'string' || value.length > 512 || !LOCAL_PATH.test(value) || value.startsWith('//')) return fallback;
+  try {
+    if (new URL(value, PROBE_ORIGIN).origin !== PROBE_ORIGIN) return fallback;
+  } catch {
+    return fallback;
+  }
+  return value;
 }
 
 type AuthedHandler<G extends RouteGenericInterface> = (request: FastifyRequest<G>, reply: FastifyReply, session: WebSession) => Promise<unknown> | unknown;

@@ -8,6 +8,7 @@ import { Problem } from '../../domain/problems.ts';
 import type { Runtime } from '../../runtime.ts';
 import { WebSessionsService } from '../../services/web-sessions.ts';
 import { errorPage, formValue, PRE_COOKIE, SESSION_COOKIE, cookieOptions, tokensEqual, wantsJson, type WebContext } from './context.ts';
+import { Sealer } from './flash.ts';
 import { LoginThrottle, type ThrottleOptions } from './throttle.ts';
 import { accountRoutes } from './pages/account.ts';
 import { keysRoutes } from './pages/keys.ts';
@@ -17,7 +18,7 @@ import { inboxRoutes } from './pages/inbox.ts';
 import { chatRoutes } from './pages/chat.ts';
 
 export interface WebChannelOptions {
-  throttle?: ThrottleOptions;
+  throttle?: Partial<ThrottleOptions>;
 }
 
 const CSP = [
@@ -50,9 +51,12 @@ export function webChannel(runtime: Runtime, options: WebChannelOptions = {}) {
       config: runtime.config,
       sessions: new WebSessionsService({ store: runtime.store, idleMinutes: runtime.config.webSessionIdleMinutes }),
       throttle: new LoginThrottle(options.throttle),
+      sealer: new Sealer(),
     };
     await scope.register(cookie);
-    await scope.register(formbody, { bodyLimit: 64 * 1024 });
+    // Room for the longest chat message the server accepts: 32,000 characters of up to 4 bytes,
+    // percent-encoded (3 characters a byte), plus the other fields.
+    await scope.register(formbody, { bodyLimit: 512 * 1024 });
 
     scope.decorateRequest('webSession', null);
     scope.decorateRequest('csrfToken', '');
@@ -137,15 +141,38 @@ export function webChannel(runtime: Runtime, options: WebChannelOptions = {}) {
   };
 }
 
-/** True when the browser tells us the request comes from another site (Fetch metadata, then Origin). */
+/**
+ * True when the request comes from another site. A browser that sends Fetch metadata is trusted
+ * on it: `same-origin` (or `none`, typed by the user) passes, `same-site` and `cross-site` do not;
+ * its Origin is then not compared, because behind a TLS-terminating proxy without TRUST_PROXY
+ * this server sees http while the browser says https. Without Sec-Fetch-Site (older browsers),
+ * an Origin must name this host (the scheme is not compared, for the same reason). The CSRF
+ * token is required either way.
+ */
 export function isCrossSite(request: FastifyRequest): boolean {
   const site = request.headers['sec-fetch-site'];
-  if (typeof site === 'string' && site !== 'same-origin' && site !== 'none') return true;
+  if (typeof site === 'string') return site !== 'same-origin' && site !== 'none';
   const origin = request.headers.origin;
-  if (typeof origin === 'string') {
-    if (origin === 'null') return true;
-    return origin !== `${request.protocol}://${request.host}`;
+  if (typeof origin !== 'string') return false;
+  let url: URL;
+  try {
+    url = new URL(origin);
+  } catch {
+    return true; // "null" (a sandboxed or privacy-sensitive context) or garbage
   }
-  return false;
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return true;
+  return !sameHost(url, request.host);
 }
 
+const DEFAULT_PORTS = new Set(['80', '443']);
+
+/** Whether an Origin names the host of the Host header: same name and port, either scheme. */
+function sameHost(origin: URL, hostHeader: string): boolean {
+  const match = /^(.*?)(?::(\d+))?$/.exec(hostHeader.toLowerCase());
+  if (!match || match[1] !== origin.hostname) return false;
+  const originPort = origin.port || (origin.protocol === 'https:' ? '443' : '80');
+  const hostPort = match[2];
+  if (hostPort === undefined) return DEFAULT_PORTS.has(originPort);
+  if (hostPort === originPort) return true;
+  return DEFAULT_PORTS.has(hostPort) && DEFAULT_PORTS.has(originPort);
+}

@@ -18,7 +18,8 @@ export interface PageOptions {
   narrow?: boolean;
 }
 
-export type NavKey = 'chat' | 'conversations' | 'inbox' | 'agents' | 'keys';
+/** The main navigation's entries, and 'account' for the profile page (reached from the signed-in email). */
+export type NavKey = 'chat' | 'conversations' | 'inbox' | 'agents' | 'keys' | 'account';
 
 const NAV: { key: NavKey; href: string; label: string }[] = [
   { key: 'chat', href: '/chat', label: 'Chat' },
@@ -31,14 +32,14 @@ const NAV: { key: NavKey; href: string; label: string }[] = [
 export function page(options: PageOptions): string {
   const { user } = options;
   const nav = user
-    ? html`<nav class="nav" aria-label="Main">
+    ? html`<nav class="nav nav-main" aria-label="Main">
         <ul>${NAV.map((item) => html`<li><a href="${item.href}"${item.key === options.nav ? html` aria-current="page"` : ''}>${item.label}</a></li>`)}</ul>
       </nav>
       <div class="account">
-        <span class="who" title="Signed in">${user.email}</span>
+        <a class="who" href="/account" title="Signed in as ${user.email}: your account"${options.nav === 'account' ? html` aria-current="page"` : ''}>${user.email}</a>
         <form method="post" action="/logout" class="inline">
           ${csrfField(options.csrfToken)}
-          <button type="submit" class="btn btn-quiet">Log out</button>
+          <button type="submit" class="btn btn-quiet btn-logout">Log out</button>
         </form>
       </div>`
     : html`<nav class="nav" aria-label="Account">
@@ -88,7 +89,8 @@ export function time(value: string | null | undefined, empty = '—'): SafeHtml 
   if (!value) return html`<span class="muted">${empty}</span>`;
   const date = new Date(value);
   if (Number.isNaN(date.getTime())) return html`${value}`;
-  const shown = date.toISOString().replace('T', ' ').slice(0, 16) + ' UTC';
+  // "2026-11-23 13:32 UTC", which wraps (in a narrow column) only between the date and the time.
+  const shown = date.toISOString().replace('T', ' ').slice(0, 16) + '\u00a0UTC';
   return html`<time datetime="${value}">${shown}</time>`;
 }
 

@@ -69,14 +69,116 @@ const A11Y_CHECK = `(() => {
   return problems;
 })()`;
 
-/** The page as it is now, at desktop and at phone width (after the accessibility checks). */
-async function shoot(page: Page, name: string): Promise<void> {
+// WCAG AA contrast of every piece of visible text (placeholders included) against the background
+// it is drawn on (the backgrounds of its ancestors composited, alpha and color-mix() included):
+// 4.5:1, or 3:1 for large text. Disabled controls are exempt, as WCAG says.
+const CONTRAST_CHECK = `(() => {
+  const canvas = document.createElement('canvas');
+  canvas.width = canvas.height = 1;
+  const g = canvas.getContext('2d', { willReadFrequently: true });
+  const rgba = (css) => {
+    g.clearRect(0, 0, 1, 1);
+    g.fillStyle = '#000'; g.fillStyle = css; g.fillRect(0, 0, 1, 1);
+    const [r, gr, b, a] = g.getImageData(0, 0, 1, 1).data;
+    return [r, gr, b, a / 255];
+  };
+  const over = (top, bottom) => {
+    const a = top[3];
+    return [0, 1, 2].map((i) => top[i] * a + bottom[i] * (1 - a)).concat(1);
+  };
+  const background = (el) => {
+    const layers = [];
+    for (let node = el; node && node.nodeType === 1; node = node.parentElement) {
+      const c = rgba(getComputedStyle(node).backgroundColor);
+      if (c[3] > 0) layers.push(c);
+      if (c[3] >= 1) break;
+    }
+    let color = [255, 255, 255, 1];
+    if (!layers.length || layers[layers.length - 1][3] < 1) color = rgba(getComputedStyle(document.documentElement).backgroundColor || '#fff');
+    for (const layer of layers.reverse()) color = over(layer, color);
+    return color;
+  };
+  const lum = (c) => {
+    const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]);
+  };
+  const ratio = (a, b) => { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
+  const hidden = (el) => {
+    if (!el.getClientRects().length) return true;
+    const style = getComputedStyle(el);
+    if (style.visibility !== 'visible' || Number(style.opacity) === 0) return true;
+    const box = el.getBoundingClientRect();
+    return box.width <= 1 && box.height <= 1;
+  };
+  const problems = [];
+  const check = (el, color, what) => {
+    if (el.closest(':disabled, [aria-disabled=true]') || hidden(el)) return;
+    const style = getComputedStyle(el);
+    const size = parseFloat(style.fontSize);
+    const large = size >= 24 || (size >= 18.66 && Number(style.fontWeight) >= 700);
+    const bg = background(el);
+    const fg = over(rgba(color), bg);
+    const r = ratio(fg, bg);
+    if (r < (large ? 3 : 4.5)) problems.push(what + ' ' + r.toFixed(2) + ':1 (' + fg.slice(0, 3).map(Math.round) + ' on ' + bg.slice(0, 3).map(Math.round) + ')');
+  };
+  for (const el of document.querySelectorAll('body *')) {
+    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    const text = el.matches('input:not([type=hidden]), select, textarea') && (el.value || '').trim();
+    if (own || text) check(el, getComputedStyle(el).color, el.tagName.toLowerCase() + (el.className ? '.' + String(el.className).split(' ').join('.') : '') + ' "' + (el.textContent || el.value).trim().slice(0, 30) + '"');
+    if (el.matches('input[placeholder], textarea[placeholder]') && !el.value) check(el, getComputedStyle(el, '::placeholder').color, 'placeholder of #' + el.id);
+    // The phone layout of tables writes each cell's label with ::before.
+    if (el.matches('td[data-label]') && getComputedStyle(el, '::before').content !== 'none') {
+      check(el, getComputedStyle(el, '::before').color, 'label of cell "' + el.dataset.label + '"');
+    }
+  }
+  return problems;
+})()`;
+
+// Nothing wider than the window, and no table that needs sideways scrolling.
+const OVERFLOW_CHECK = `(() => {
+  const problems = [];
+  if (document.documentElement.scrollWidth > window.innerWidth) problems.push('page ' + document.documentElement.scrollWidth + ' px wide');
+  for (const wrap of document.querySelectorAll('.table-wrap')) {
+    if (wrap.scrollWidth > wrap.clientWidth + 1) problems.push('table ' + wrap.scrollWidth + ' px in ' + wrap.clientWidth);
+  }
+  return problems;
+})()`;
+
+async function contrastProblems(page: Page, scheme: 'light' | 'dark'): Promise<string[]> {
+  await page.emulateMedia({ colorScheme: scheme });
+  const problems = (await page.evaluate(CONTRAST_CHECK)) as string[];
+  await page.emulateMedia({ colorScheme: 'light' });
+  return problems.map((p) => `${scheme}: ${p}`);
+}
+
+/**
+ * The page as it is now, at desktop and at phone width (after the accessibility checks, and the
+ * contrast and overflow checks, in light and dark mode, at both widths); `dark` also writes
+ * dark-mode shots.
+ */
+async function shoot(page: Page, name: string, options: { dark?: boolean } = {}): Promise<void> {
   assert.deepEqual(await page.evaluate(A11Y_CHECK), [], `accessibility of ${name}`);
+  for (const viewport of [DESKTOP, PHONE]) {
+    await page.setViewportSize(viewport);
+    assert.deepEqual([...await contrastProblems(page, 'light'), ...await contrastProblems(page, 'dark')], [], `contrast of ${name} at ${viewport.width} px`);
+    assert.deepEqual(await page.evaluate(OVERFLOW_CHECK), [], `layout of ${name} at ${viewport.width} px`);
+    await page.screenshot({ path: join(SHOTS, `${name}-${viewport.width}.png`), fullPage: true });
+    if (options.dark) {
+      await page.emulateMedia({ colorScheme: 'dark' });
+      await page.screenshot({ path: join(SHOTS, `${name}-dark-${viewport.width}.png`), fullPage: true });
+      await page.emulateMedia({ colorScheme: 'light' });
+    }
+  }
   await page.setViewportSize(DESKTOP);
-  await page.screenshot({ path: join(SHOTS, `${name}-${DESKTOP.width}.png`), fullPage: true });
-  await page.setViewportSize(PHONE);
-  await page.screenshot({ path: join(SHOTS, `${name}-${PHONE.width}.png`), fullPage: true });
-  await page.setViewportSize(DESKTOP);
+}
+
+/** The bounding boxes of elements, to compare how they line up. */
+async function boxes(page: Page, selectors: string[]): Promise<{ x: number; y: number; width: number; height: number }[]> {
+  return Promise.all(selectors.map(async (selector) => {
+    const box = await page.locator(selector).first().boundingBox();
+    assert.ok(box, `${selector} is on the page`);
+    return box;
+  }));
 }
 
 interface ApiBody {
@@ -94,7 +196,18 @@ async function api(path: string, token: string, init: { method?: string; body?: 
   return { status: res.status, body: (await res.json()) as ApiBody };
 }
 
-test('a new user goes through the whole web app', { skip, timeout: 120_000 }, async (ctx) => {
+/** Waits until the agent has a running turn (so that the next message to it is queued). */
+async function agentBusy(agentId: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const running = await t.runtime.store.db.selectFrom('jobs').select('id').where('agent_id', '=', agentId).where('status', '=', 'running').execute();
+    if (running.length > 0) return;
+    assert.ok(Date.now() < deadline, 'the agent started its turn');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+test('a new user goes through the whole web app', { skip, timeout: 180_000 }, async () => {
   const page = await context.newPage();
   page.setDefaultTimeout(15_000);
   const problems: string[] = [];
@@ -114,7 +227,7 @@ test('a new user goes through the whole web app', { skip, timeout: 120_000 }, as
   await page.reload();
   await shoot(page, 'home');
   await page.goto(`${base}/login`);
-  await shoot(page, 'login');
+  await shoot(page, 'login', { dark: true });
   await page.goto(`${base}/nowhere`);
   await shoot(page, 'not-found');
 
@@ -131,15 +244,41 @@ test('a new user goes through the whole web app', { skip, timeout: 120_000 }, as
   assert.ok(session?.httpOnly, 'the session cookie is HttpOnly');
   assert.equal(session?.sameSite, 'Strict');
 
-  // Create an agent.
+  // The agents form: the workspace select is as tall as the Name input, side by side.
+  const [nameBox, selectBox] = await boxes(page, ['#f-agent_name', '#f-workspace']);
+  assert.equal(Math.round(nameBox!.height), Math.round(selectBox!.height), 'the select and the input have one height');
+  assert.equal(Math.round(nameBox!.y), Math.round(selectBox!.y), 'and line up');
+
+  // A second tab on the same page, still showing the form, for later.
+  const staleTab = await context.newPage();
+  await staleTab.goto(`${base}/agents`);
+
+  // Create an agent: at the free plan's limit the form is then switched off and says why.
   await page.getByLabel('Name').fill('Report bot');
   await page.getByRole('button', { name: 'Create agent' }).click();
   await page.getByText('Agent “Report bot” is ready').waitFor();
-  await shoot(page, 'agents');
+  assert.equal(await page.getByRole('button', { name: 'Create agent' }).isDisabled(), true, 'the form is off at the limit');
+  await page.getByText('so you cannot create another').waitFor();
+  await shoot(page, 'agents', { dark: true });
+  // The stale tab's form goes through to the server, which refuses with the plan's limit.
+  await staleTab.getByLabel('Name').fill('Second bot');
+  await staleTab.getByRole('button', { name: 'Create agent' }).click();
+  await staleTab.getByText("You have reached your plan's agent limit.").waitFor();
+  await staleTab.getByText('the operator of this service can create one for you with the command-line tool').waitFor();
+  await shoot(staleTab, 'agents-limit');
+  await staleTab.close();
+  const user = await t.runtime.services.accounts.findByEmail(email);
+  const [agent] = await t.runtime.services.agents.listForUser(user!.id);
 
   // Create a key: the secret is shown once.
   await page.getByRole('link', { name: 'API keys' }).first().click();
   await page.waitForURL(/\/account\/keys$/);
+  // The three fields of the create form share one row at desktop width, inputs aligned.
+  const inputs = await boxes(page, ['#f-label', '#f-rate_limit', '#f-expires_in_days']);
+  assert.deepEqual(inputs.map((b) => Math.round(b.y)), inputs.map(() => Math.round(inputs[0]!.y)), 'the inputs line up');
+  const form = (await boxes(page, ['#create-h + form']))[0]!;
+  const right = inputs[2]!.x + inputs[2]!.width;
+  assert.ok(form.x + form.width - right < 2, `the last input reaches the form's right edge (no empty fourth column): ${right} vs ${form.x + form.width}`);
   await page.getByLabel('Label').fill('browser key');
   await page.getByLabel('Rate limit (requests per minute)').fill('100');
   await page.getByRole('button', { name: 'Create key' }).click();
@@ -153,16 +292,27 @@ test('a new user goes through the whole web app', { skip, timeout: 120_000 }, as
   await page.reload();
   assert.equal(await page.locator('#new-key').count(), 0, 'the secret is gone on reload');
   assert.ok(!(await page.content()).includes(token));
-  await shoot(page, 'keys');
 
-  // The key works against the API.
+  // The key works against the API, and its last use shows.
   const listed = await api('/agents', token);
   assert.equal(listed.status, 200);
   assert.equal(listed.body.agents?.[0]?.name, 'Report bot');
+  await t.runtime.services.keys.settled();
+  // Keys in every state: an inactive one (switched off by the operator) and an expired one.
+  const inactive = (await t.runtime.services.keys.create(user!.id, { label: 'paused key' })).key;
+  await t.runtime.services.keys.setEnabled(inactive.key_id, false);
+  const expired = (await t.runtime.services.keys.create(user!.id, { label: 'old key', expires_in_days: 1 })).key;
+  await t.runtime.store.db.updateTable('api_keys').set({ expires_at: new Date(Date.now() - 86_400_000).toISOString() }).where('id', '=', expired.key_id).execute();
+  await page.reload();
+  const keyId = token.split('_')[1]!;
+  const row = page.locator(`tr[data-key-id="${keyId}"]`);
+  assert.match(await row.locator('td[data-label="Last used"] time').getAttribute('datetime') ?? '', /^\d{4}-/, 'the last use is shown');
+  assert.equal(await page.locator(`tr[data-key-id="${inactive.key_id}"] .badge`).textContent(), 'inactive');
+  assert.equal(await page.locator(`tr[data-key-id="${expired.key_id}"] .badge`).textContent(), 'expired');
+  await shoot(page, 'keys', { dark: true });
 
   // Revoke it, behind a confirmation step; then it gets 401.
-  const keyId = token.split('_')[1]!;
-  await page.locator(`tr[data-key-id="${keyId}"]`).getByRole('link', { name: /Revoke/ }).click();
+  await row.getByRole('link', { name: /Revoke/ }).click();
   await page.getByRole('heading', { name: 'Revoke “browser key”?' }).waitFor();
   await shoot(page, 'keys-revoke');
   await page.getByRole('button', { name: 'Revoke key' }).click();
@@ -170,73 +320,136 @@ test('a new user goes through the whole web app', { skip, timeout: 120_000 }, as
   assert.equal(await page.locator(`tr[data-key-id="${keyId}"] .badge`).textContent(), 'revoked');
   assert.equal((await api('/agents', token)).status, 401);
 
-  await page.goto(`${base}/account`);
+  // The profile: reached from the signed-in email; no main navigation entry is current.
+  await page.locator('a.who').click();
+  await page.waitForURL(/\/account$/);
+  assert.equal(await page.locator('.nav-main [aria-current]').count(), 0, 'no main navigation entry claims the profile');
+  assert.equal(await page.locator('a.who').getAttribute('aria-current'), 'page');
   await shoot(page, 'account');
 
-  // Inbox: an action and a question drafted through the API (contract §8).
-  const user = await t.runtime.services.accounts.findByEmail(email);
+  // Inbox: actions and a question drafted through the API (contract §8).
   const second = (await t.runtime.services.keys.create(user!.id, { label: 'second key' })).token;
-  const hasMissions = 'missions' in t.runtime.services;
-  let missionSession: string | undefined;
-  if (hasMissions) {
-    const action = (await api('/messages', second, { method: 'POST', body: { text: '!action email Send the report' } })).body;
-    missionSession = action.session_id;
-    assert.match(action.reply ?? '', /op_/);
-    await api('/messages', second, { method: 'POST', body: { text: '!ask yesno Proceed?', session_id: missionSession } });
-    await page.getByRole('link', { name: 'Inbox' }).click();
-    await page.locator('.item-title', { hasText: 'Send the report' }).waitFor();
-    await page.locator('.item-title', { hasText: 'Proceed?' }).waitFor();
-    await shoot(page, 'inbox');
-    await page.getByRole('button', { name: 'Approve', exact: true }).click();
-    await page.getByText('Approved.').waitFor();
-    // A refused answer shows the agent's reason; a fitting one is accepted.
-    await page.getByLabel('Your answer').fill('perhaps');
-    await page.getByRole('button', { name: 'Answer' }).click();
-    await page.getByText('Not accepted:').waitFor();
-    await shoot(page, 'inbox-refused');
-    await page.getByLabel('Your answer').fill('yes');
-    await page.getByRole('button', { name: 'Answer' }).click();
-    await page.getByText('Answer accepted').waitFor();
-    await page.getByText('No open questions.').waitFor();
-  } else {
-    ctx.diagnostic('missions service not wired yet: inbox steps skipped');
-    await page.goto(`${base}/inbox`);
-    await shoot(page, 'inbox');
-    missionSession = (await api('/messages', second, { method: 'POST', body: { text: 'hello through the API' } })).body.session_id;
-  }
+  const report = (await api('/messages', second, { method: 'POST', body: { text: '!action email Send the report' } })).body;
+  const missionSession = report.session_id!;
+  assert.match(report.reply ?? '', /op_/);
+  await api('/messages', second, { method: 'POST', body: { text: '!ask yesno Proceed?', session_id: missionSession } });
+  const digest = (await api('/messages', second, { method: 'POST', body: { text: '!action email Send the digest' } })).body;
+  const deploy = (await api('/messages', second, { method: 'POST', body: { text: '!action deploy Deploy to production' } })).body;
+  const deployOp = /op_[A-Za-z0-9]+/.exec(deploy.reply ?? '')![0];
+  await page.getByRole('link', { name: 'Inbox' }).click();
+  for (const title of ['Send the report', 'Send the digest', 'Deploy to production', 'Proceed?']) await page.locator('.item-title', { hasText: title }).waitFor();
+  await shoot(page, 'inbox', { dark: true });
 
-  // Read the transcript.
+  // Enter in the reason field rejects, with that reason (it never approves).
+  const deployCard = page.locator('li.item', { hasText: 'Deploy to production' });
+  await deployCard.getByLabel(/Reason for rejecting/).fill('not on a Friday');
+  await deployCard.getByLabel(/Reason for rejecting/).press('Enter');
+  await page.getByText('Rejected. The agent has been told.').waitFor();
+  const rejected = await t.runtime.store.db.selectFrom('actions').select(['status', 'decision', 'reason']).where('id', '=', deployOp).executeTakeFirstOrThrow();
+  assert.equal(rejected.decision, 'reject');
+  assert.equal(rejected.reason, 'not on a Friday');
+  assert.equal(await page.locator('.item-title', { hasText: 'Deploy to production' }).count(), 0);
+
+  // Approve all “email”: both email actions at once.
+  await page.locator('li.item', { hasText: 'Send the report' }).getByRole('button', { name: 'Approve all “email” (2)' }).click();
+  await page.getByText('Approved 2 actions. The agent carries on.').waitFor();
+  await page.getByText('Nothing to approve.').waitFor();
+
+  // A refused answer shows the agent's reason (after a redirect); a fitting one is accepted.
+  await page.getByLabel('Your answer').fill('perhaps');
+  await page.getByRole('button', { name: 'Answer' }).click();
+  await page.getByText('Not accepted:').waitFor();
+  assert.equal(await page.getByLabel('Your answer').inputValue(), 'perhaps', 'the answer stays in the field');
+  assert.match(page.url(), /\/inbox\?refused=req_/, 'shown after a redirect: a reload does not post again');
+  await shoot(page, 'inbox-refused');
+  await page.getByLabel('Your answer').fill('yes');
+  await page.getByRole('button', { name: 'Answer' }).click();
+  await page.getByText('Answer accepted').waitFor();
+  await page.getByText('No open questions.').waitFor();
+
+  // Read the transcripts: the agent name leads there too.
   await page.getByRole('link', { name: 'Conversations' }).click();
-  await page.getByRole('link', { name: missionSession! }).waitFor();
+  await page.getByRole('link', { name: missionSession, exact: true }).waitFor();
   await shoot(page, 'conversations');
-  await page.getByRole('link', { name: missionSession! }).click();
+  await page.getByRole('link', { name: `Report bot (conversation ${deploy.session_id})` }).click();
+  await page.getByText('Re-planned: not on a Friday').waitFor();
+  await page.goto(`${base}/conversations`);
+  await page.getByRole('link', { name: missionSession, exact: true }).click();
   await page.getByRole('heading', { name: 'Conversation with Report bot' }).waitFor();
-  if (hasMissions) {
-    await page.getByText('Done: Send the report').waitFor();
-    await page.getByText('Noted: yes').waitFor();
-  }
+  await page.getByText('Done: Send the report').waitFor();
+  await page.getByText('Noted: yes').waitFor();
   await shoot(page, 'conversation');
+  await page.goto(`${base}/conversations/${digest.session_id}`);
+  await page.getByText('Done: Send the digest').waitFor();
 
-  // Chat: a new conversation, a quick reply, then a slow one that shows it is processing.
+  // Chat: a new conversation, a quick reply; the header then offers a new chat and shows the status.
   await page.getByRole('link', { name: 'Chat', exact: true }).click();
+  assert.equal(await page.getByRole('link', { name: 'New chat' }).isVisible(), false);
   await page.getByLabel('Message').fill('hello from the browser');
   await page.getByRole('button', { name: 'Send' }).click();
   await page.getByText('You said: hello from the browser').waitFor();
   await page.waitForURL(/\/chat\?session=ses_/);
+  await page.getByRole('link', { name: 'New chat' }).waitFor();
+  assert.equal(await page.getByRole('link', { name: 'Earlier conversations' }).isVisible(), false);
+  assert.equal(await page.locator('[data-chat-badge] .badge').textContent(), 'idle');
+  assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Chat with Report bot');
+
+  // A slow reply shows that the agent is working on it.
   await page.getByLabel('Message').fill('!sleep 2000 that took a while');
   await page.getByRole('button', { name: 'Send' }).click();
   await page.getByText('The agent is working on it').waitFor();
+  assert.equal(await page.locator('[data-chat-badge] .badge').textContent(), 'processing');
   await shoot(page, 'chat-processing');
   await page.getByText('You said: that took a while').waitFor({ timeout: 20_000 });
   assert.equal(await page.locator('[data-chat]').getAttribute('data-status'), 'idle');
-  await shoot(page, 'chat');
+
+  // Queued: the agent is busy with another conversation (through the API), so this message waits its turn.
+  const busy = api('/messages', second, { method: 'POST', body: { text: '!sleep 3000 busy elsewhere' } });
+  await agentBusy(agent!.agent_id);
+  await page.getByLabel('Message').fill('are you there?');
+  await page.getByRole('button', { name: 'Send' }).click();
+  await page.getByText('Queued: the agent is busy with something else').waitFor();
+  assert.equal(await page.locator('[data-chat-badge] .badge').textContent(), 'queued');
+  await shoot(page, 'chat-queued');
+  await page.getByText('You said: are you there?').waitFor({ timeout: 20_000 });
+  assert.equal(await page.locator('[data-chat]').getAttribute('data-status'), 'idle');
+  assert.equal((await busy).status, 200);
+  await shoot(page, 'chat', { dark: true });
+
+  // A message longer than the server allows is stopped in the browser; one at the limit in
+  // characters (though longer in UTF-16 units, as maxlength would count) is not.
+  const atLimit = '😀'.repeat(32_000);
+  await page.getByLabel('Message').fill(atLimit + '😀');
+  assert.equal(await page.getByLabel('Message').evaluate((el) => (el as unknown as { checkValidity(): boolean }).checkValidity()), false);
+  await page.getByLabel('Message').fill(atLimit);
+  assert.equal(await page.getByLabel('Message').evaluate((el) => (el as unknown as { checkValidity(): boolean }).checkValidity()), true);
+  assert.equal(await page.getByLabel('Message').inputValue().then((v) => v.length), 64_000, 'nothing was cut off');
+  await page.getByLabel('Message').fill('');
 
   await page.goto(`${base}/`);
   await shoot(page, 'overview');
 
-  // Log out.
+  // On a phone the five navigation entries share one row, and the signed-in email shows.
+  await page.setViewportSize(PHONE);
+  const navTops = await page.locator('.nav-main a').evaluateAll((links) => links.map((a) => Math.round(a.getBoundingClientRect().top)));
+  assert.equal(navTops.length, 5);
+  assert.equal(new Set(navTops).size, 1, `one row: ${navTops.join(',')}`);
+  assert.ok((await page.locator('a.who').boundingBox())!.width > 40, 'the email is shown (shortened if need be)');
+  await page.setViewportSize(DESKTOP);
+
+  // Log out; then too many wrong passwords get the 429 page.
   await page.getByRole('button', { name: 'Log out' }).click();
   await page.getByText('You are logged out.').waitFor();
+  for (let i = 0; i < 5; i++) {
+    await page.getByLabel('Email').fill(email);
+    await page.getByLabel('Password').fill('not my password');
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.getByText('That email and password do not match an account.').waitFor();
+  }
+  await page.getByLabel('Password').fill('a browser password');
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.getByText(/Too many failed attempts\. Try again in \d+ minutes?\./).waitFor();
+  await shoot(page, 'login-throttled');
   assert.deepEqual(problems, [], 'no script errors on any page');
   await page.close();
 });

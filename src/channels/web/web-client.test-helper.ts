@@ -1,6 +1,14 @@
 import type { LightMyRequestResponse } from 'fastify';
 import type { TestApp } from '../../testing/harness.ts';
 
+// Each client is its own machine unless told otherwise: a loopback address of its own, so that
+// the per-IP sign-up and log-in throttles of one test file do not add up across its tests.
+let clientCount = 0;
+const nextAddress = (): string => {
+  clientCount += 1;
+  return `127.1.${Math.floor(clientCount / 250) % 250}.${(clientCount % 250) + 1}`;
+};
+
 /**
  * A tiny browser stand-in over Fastify inject for the web channel's route tests: keeps
  * cookies, and sends the CSRF token of the last page it read with each form, as a page would.
@@ -13,7 +21,7 @@ export class WebClient {
 
   constructor(t: TestApp, options: { ip?: string } = {}) {
     this.t = t;
-    this.ip = options.ip ?? '127.0.0.1';
+    this.ip = options.ip ?? nextAddress();
   }
 
   cookieHeader(): string {

@@ -62,7 +62,7 @@ document.addEventListener('click', async (event) => {
 
   function shownTime(ts) {
     const d = new Date(ts);
-    return isNaN(d.getTime()) ? ts : d.toISOString().replace('T', ' ').slice(0, 16) + ' UTC';
+    return isNaN(d.getTime()) ? ts : d.toISOString().replace('T', ' ').slice(0, 16) + '\u00a0UTC';
   }
 
   function append(message) {
@@ -112,9 +112,21 @@ document.addEventListener('click', async (event) => {
     }
   }
 
+  // The server counts characters (code points), not UTF-16 units as maxlength would: check the same way.
+  const maxChars = Number(textarea.getAttribute('data-max-chars')) || 0;
+  function checkLength() {
+    const count = maxChars ? Array.from(textarea.value).length : 0;
+    textarea.setCustomValidity(count > maxChars
+      ? 'The message is too long: ' + count.toLocaleString('en') + ' characters, at most ' + maxChars.toLocaleString('en') + '.'
+      : '');
+  }
+  textarea.addEventListener('input', checkLength);
+
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     if (!textarea.value.trim()) { textarea.focus(); return; }
+    checkLength();
+    if (!textarea.checkValidity()) { textarea.reportValidity(); return; }
     button.disabled = true;
     const data = new URLSearchParams(new FormData(form));
     try {
@@ -135,6 +147,9 @@ document.addEventListener('click', async (event) => {
           agentField.closest('.field').remove();
         }
         if (title) title.textContent = 'Chat with ' + agentName;
+        document.title = 'Chat with ' + agentName + ' · agent-channel';
+        for (const el of document.querySelectorAll('[data-when-session], [data-chat-badge]')) el.hidden = false;
+        for (const el of document.querySelectorAll('[data-when-new]')) el.hidden = true;
         const hidden = document.createElement('input');
         hidden.type = 'hidden'; hidden.name = 'session_id'; hidden.value = sessionId;
         form.append(hidden);

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Problem } from '../../../domain/problems.ts';
+import { EmailSchema, PasswordSchema } from '../../../services/accounts.ts';
 import {
   cookieOptions, formValue, PRE_COOKIE, render, safeNext, SESSION_COOKIE, type WebContext,
 } from '../context.ts';
@@ -43,13 +44,29 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
   app.post('/signup', async (request, reply) => {
     const email = formValue(request.body, 'email');
     const password = formValue(request.body, 'password');
+    const wait = ctx.throttle.beginSignup(request.ip);
+    if (wait > 0) {
+      reply.header('Retry-After', String(wait));
+      return render(request, reply, {
+        title: 'Sign up', narrow: true, status: 429,
+        body: signupForm(request.csrfToken, { form: `Too many sign-ups from your network just now. Try again in ${minutesText(wait)}.` }, email),
+      });
+    }
+    // The service checks the email before the password; say everything that is wrong at once.
+    const errors: FieldErrors = {};
+    if (!EmailSchema.safeParse(email).success) errors.email = EMAIL_ERROR;
+    const passwordIssue = PasswordSchema.safeParse(password);
+    if (!passwordIssue.success) errors.password = password.length < 8 ? PASSWORD_SHORT : PASSWORD_LONG;
+    if (errors.email || errors.password) {
+      return render(request, reply, { title: 'Sign up', narrow: true, status: 422, body: signupForm(request.csrfToken, errors, email) });
+    }
     try {
       const user = await ctx.services.accounts.createUser({ email, password });
       await startSession(ctx, request, reply, user.id);
       return reply.redirect('/agents?welcome=1', 303);
     } catch (error) {
       if (!(error instanceof Problem) || error.code !== 'validation_failed') throw error;
-      const errors = fieldErrors(error);
+      const errors = signupErrors(error);
       return render(request, reply, { title: 'Sign up', narrow: true, status: 422, body: signupForm(request.csrfToken, errors, email) });
     }
   });
@@ -65,26 +82,23 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
     const email = formValue(request.body, 'email').trim().toLowerCase();
     const password = formValue(request.body, 'password');
     const next = safeNext(formValue(request.body, 'next'));
-    const ip = request.ip;
-    const wait = ctx.throttle.retryAfter(email, ip);
-    if (wait > 0) {
-      const minutes = Math.ceil(wait / 60);
-      reply.header('Retry-After', String(wait));
+    const started = ctx.throttle.beginLogin(email, request.ip);
+    if ('retryAfter' in started) {
+      reply.header('Retry-After', String(started.retryAfter));
       return render(request, reply, {
         title: 'Log in', narrow: true, status: 429,
         body: loginForm(request.csrfToken, next, email,
-          notice('error', `Too many failed attempts. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.`)),
+          notice('error', `Too many failed attempts. Try again in ${minutesText(started.retryAfter)}.`)),
       });
     }
     const user = email && password ? await ctx.services.accounts.checkCredentials(email, password) : null;
     if (!user) {
-      ctx.throttle.fail(email, ip);
       return render(request, reply, {
         title: 'Log in', narrow: true, status: 401,
         body: loginForm(request.csrfToken, next, email, notice('error', 'That email and password do not match an account.')),
       });
     }
-    ctx.throttle.succeed(email);
+    ctx.throttle.succeeded(started.attempt);
     await startSession(ctx, request, reply, user.id);
     return reply.redirect(next, 303);
   });
@@ -108,10 +122,28 @@ async function startSession(ctx: WebContext, request: FastifyRequest, reply: Fas
   ctx.sessions.sweep().catch((error: unknown) => request.log.warn({ err: error }, 'web session sweep failed'));
 }
 
-function fieldErrors(problem: Problem): FieldErrors {
+const EMAIL_ERROR = 'Enter an email address, such as name@example.com (at most 254 characters).';
+const PASSWORD_SHORT = 'Password must be at least 8 characters.';
+const PASSWORD_LONG = 'Password must be at most 256 characters.';
+
+function minutesText(seconds: number): string {
+  const minutes = Math.ceil(seconds / 60);
+  return `${minutes} minute${minutes === 1 ? '' : 's'}`;
+}
+
+/** The sign-up form's errors as sentences that name their field. */
+function signupErrors(problem: Problem): FieldErrors {
   const errors: FieldErrors = {};
   for (const e of (problem.extra.errors as { path: string; message: string }[] | undefined) ?? []) {
-    errors[e.path || 'form'] ??= e.message;
+    if (e.path === 'email') {
+      errors.email ??= e.message === 'is already registered'
+        ? 'An account with this email already exists. Log in instead, or use another email.'
+        : EMAIL_ERROR;
+    } else if (e.path === 'password') {
+      errors.password ??= /at least/.test(e.message) ? PASSWORD_SHORT : PASSWORD_LONG;
+    } else {
+      errors.form ??= 'The account could not be created. Check the form and try again.';
+    }
   }
   return errors;
 }

@@ -19,7 +19,7 @@ test('happy: create an agent; it is listed with its workspace', async () => {
   const list = await web.get(String(res.headers.location));
   assert.match(list.body, /Agent “Helper” is ready/);
   assert.match(list.body, /<td data-label="Name">Helper<\/td>/);
-  assert.match(list.body, /<td data-label="Workspace">Personal <code class="muted">wsp_/);
+  assert.match(list.body, /<td data-label="Workspace"><span>Personal <code class="muted">wsp_/);
   assert.match(list.body, /1 of 1 agent used/);
 });
 
@@ -38,16 +38,22 @@ test('happy: agents shared through another workspace are listed under that works
 
 test('error: the plan limit is explained when reached', async () => {
   const web = new WebClient(t);
-  await web.signup();
+  const email = await web.signup();
   await web.get('/agents');
   assert.equal((await web.post('/agents', { agent_name: 'First' })).statusCode, 303);
   const page = await web.get('/agents');
-  assert.match(page.body, /Your free plan allows 1 agent and you have 1/);
+  assert.match(page.body, /You have 1 of 1 agent, so you cannot create another\. The free plan allows 1 agent/);
+  assert.match(page.body, /<fieldset class="contents" disabled>/, 'the create form is switched off at the limit');
+  // A form sent anyway (e.g. from a tab opened before) is refused by the service, and explained.
   const res = await web.post('/agents', { agent_name: 'Second' });
   assert.equal(res.statusCode, 403);
   assert.match(res.body, /reached your plan's agent limit/);
   assert.match(res.body, /The free plan allows 1 agent, counting the agents in every workspace you own/);
+  assert.match(res.body, /A pro account allows 100: the operator of this service can create one for you with the command-line tool \(<code>agent-channel users create --email … --password … --plan pro<\/code>\)\./);
+  // Nothing the app cannot do is suggested.
+  assert.doesNotMatch(res.body, /delete an agent|bigger plan|upgrade/i);
   assert.match(res.body, /value="Second"/, 'the form keeps what was typed');
+  assert.equal((await t.runtime.services.agents.listForUser((await t.runtime.services.accounts.findByEmail(email))!.id)).length, 1);
 });
 
 test('error: a blank or too long name is explained next to the field', async () => {
@@ -56,10 +62,11 @@ test('error: a blank or too long name is explained next to the field', async () 
   await web.get('/agents');
   const blank = await web.post('/agents', { agent_name: '   ' });
   assert.equal(blank.statusCode, 422);
-  assert.match(blank.body, /id="f-agent_name-error">The name is required\./);
+  assert.match(blank.body, /id="f-agent_name-error">Name is required\.<\/p>/);
   const long = await web.post('/agents', { agent_name: 'x'.repeat(101) });
   assert.equal(long.statusCode, 422);
-  assert.match(long.body, /at most 100 characters/);
+  assert.match(long.body, /id="f-agent_name-error">Name must be at most 100 characters\.<\/p>/);
+  assert.doesNotMatch(long.body, /Too big|expected string/);
 });
 
 test('security: a workspace the user only belongs to as a member is refused', async () => {
@@ -87,4 +94,14 @@ test('security: HTML in agent names is escaped', async () => {
   assert.ok(page.body.includes('&lt;b onmouseover=&quot;alert(1)&quot;&gt;Bold&lt;/b&gt;'));
   const chat = await web.get('/chat');
   assert.ok(!chat.body.includes('<b onmouseover'));
+});
+
+test('a pro account at its limit is told the limit, without a way to a bigger plan', async () => {
+  const web = new WebClient(t);
+  const email = `pro-${Date.now()}@example.test`;
+  await t.runtime.services.accounts.createUser({ email, password: 'correct horse battery', plan: 'pro' });
+  await web.login(email);
+  const page = await web.get('/agents');
+  assert.match(page.body, /0 of 100 agents used/);
+  assert.doesNotMatch(page.body, /<fieldset class="contents" disabled>/, 'below the limit the form is on');
 });

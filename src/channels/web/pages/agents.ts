@@ -5,6 +5,17 @@ import { authed, formValue, render, type WebContext } from '../context.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { csrfField, field, notice } from '../layout.ts';
 
+const NAME_MAX = 100;
+
+/** What the plan allows, and the only way to more that this service has (`command`: say how). */
+function planLimitText(ctx: WebContext, plan: string, options: { command?: boolean } = {}): SafeHtml {
+  const limit = plan === 'pro' ? ctx.config.proAgentLimit : ctx.config.freeAgentLimit;
+  const counted = html`The ${plan} plan allows ${limit} agent${limit === 1 ? '' : 's'}, counting the agents in every workspace you own (agents that others share with you do not count).`;
+  if (plan === 'pro') return counted;
+  return html`${counted} A pro account allows ${ctx.config.proAgentLimit}: the operator of this service can create one for you with the command-line tool${
+    options.command ? html` (<code>agent-channel users create --email … --password … --plan pro</code>)` : ''}.`;
+}
+
 /** Agents: the ones the user can message (every workspace they belong to), and creating one. */
 export function agentsRoutes(app: FastifyInstance, ctx: WebContext): void {
   app.get('/agents', authed<{ Querystring: { welcome?: string; created?: string } }>(async (request, reply, session) => {
@@ -17,6 +28,9 @@ export function agentsRoutes(app: FastifyInstance, ctx: WebContext): void {
   app.post('/agents', authed(async (request, reply, session) => {
     const name = formValue(request.body, 'agent_name');
     const workspaceId = formValue(request.body, 'workspace_id');
+    // The service's own rules, said as sentences before it is asked.
+    const nameProblem = !name.trim() ? 'Name is required.' : name.trim().length > NAME_MAX ? `Name must be at most ${NAME_MAX} characters.` : undefined;
+    if (nameProblem) return agentsPage(ctx, request, reply, session, { message: null, name, nameError: nameProblem, status: 422 });
     try {
       const agent = await ctx.services.agents.create(session.userId, {
         agent_name: name, ...(workspaceId ? { workspace_id: workspaceId } : {}),
@@ -28,24 +42,22 @@ export function agentsRoutes(app: FastifyInstance, ctx: WebContext): void {
       let nameError: string | undefined;
       let status = error.status;
       if (error.code === 'agent_limit_reached') {
-        const limit = session.plan === 'pro' ? ctx.config.proAgentLimit : ctx.config.freeAgentLimit;
-        message = notice('warn', html`<strong>You have reached your plan's agent limit.</strong>
-          The ${session.plan} plan allows ${limit} agent${limit === 1 ? '' : 's'}, counting the agents in every workspace you own.
-          Agents that others share with you do not count. To add one, delete an agent you no longer need or move to a bigger plan.`);
+        message = notice('warn', html`<strong>You have reached your plan's agent limit.</strong> ${planLimitText(ctx, session.plan, { command: true })}`);
       } else if (error.code === 'validation_failed') {
         const issue = ((error.extra.errors as { path: string; message: string }[] | undefined) ?? []).find((e) => e.path === 'agent_name');
-        nameError = issue ? `The name ${issue.message}.` : error.message;
+        nameError = issue && /required/.test(issue.message) ? 'Name is required.'
+          : issue ? `Name must be at most ${NAME_MAX} characters.` : 'The agent could not be created. Check the form and try again.';
         status = 422;
       } else {
         message = notice('error', error.message);
       }
-      return agentsPage(ctx, request, reply, session, { message, name, nameError, status });
+      return agentsPage(ctx, request, reply, session, { message, name, nameError, status, limitRefused: error.code === 'agent_limit_reached' });
     }
   }));
 }
 
 async function agentsPage(ctx: WebContext, request: FastifyRequest, reply: FastifyReply, session: WebSession, state: {
-  message: SafeHtml | null; name: string; nameError?: string | undefined; status?: number; created?: string | undefined;
+  message: SafeHtml | null; name: string; nameError?: string | undefined; status?: number; created?: string | undefined; limitRefused?: boolean;
 }) {
   const [agents, workspaces, owned] = await Promise.all([
     ctx.services.agents.listForUser(session.userId),
@@ -70,25 +82,28 @@ async function agentsPage(ctx: WebContext, request: FastifyRequest, reply: Fasti
           <tbody>${agents.map((a) => html`<tr>
             <td data-label="Name">${a.name}</td>
             <td data-label="Agent id"><code>${a.agent_id}</code></td>
-            <td data-label="Workspace">${names.get(a.workspace_id) ?? a.workspace_id} <code class="muted">${a.workspace_id}</code></td>
+            <td data-label="Workspace"><span>${names.get(a.workspace_id) ?? a.workspace_id} <code class="muted">${a.workspace_id}</code></span></td>
             <td class="cell-action"><a class="btn btn-small btn-quiet" href="/chat?agent=${a.agent_id}">Chat<span class="sr-only"> with ${a.name}</span></a></td>
           </tr>`)}</tbody></table></div>`}
         <p class="muted small">Plan: <strong>${session.plan}</strong>, ${owned} of ${limit} agent${limit === 1 ? '' : 's'} used (agents in workspaces you own count).</p>
       </section>
       <section class="card" aria-labelledby="new-agent-h">
         <h2 id="new-agent-h">Create an agent</h2>
-        ${atLimit ? html`<p class="notice notice-info">Your ${session.plan} plan allows ${limit} agent${limit === 1 ? '' : 's'} and you have ${owned}; creating another will be refused.</p>` : ''}
-        <form method="post" action="/agents" class="grid-form" novalidate>
+        ${atLimit && !state.limitRefused ? notice('info', html`You have ${owned} of ${limit} agent${limit === 1 ? '' : 's'}, so you cannot create another. ${planLimitText(ctx, session.plan)}`) : ''}
+        <form method="post" action="/agents" class="grid-form cols-2" novalidate>
           ${csrfField(request.csrfToken)}
-          ${field({ name: 'agent_name', label: 'Name', value: state.name, required: true, error: state.nameError, hint: '1 to 100 characters.', attrs: html`maxlength="100"` })}
-          <div class="field">
-            <label for="f-workspace">Workspace</label>
-            <select id="f-workspace" name="workspace_id">
-              ${canCreateIn.map((w) => html`<option value="${w.workspace_id}">${w.name} (${w.role})</option>`)}
-            </select>
-            <p class="hint">Workspaces where you are an owner or admin.</p>
-          </div>
-          <div class="form-actions"><button type="submit" class="btn">Create agent</button></div>
+          <fieldset class="contents"${atLimit ? html` disabled` : ''}>
+            <legend class="sr-only">New agent</legend>
+            ${field({ name: 'agent_name', label: 'Name', value: state.name, required: true, error: state.nameError, hint: `1 to ${NAME_MAX} characters.`, attrs: html`maxlength="${NAME_MAX}"` })}
+            <div class="field">
+              <label for="f-workspace">Workspace</label>
+              <select id="f-workspace" name="workspace_id" aria-describedby="f-workspace-hint">
+                ${canCreateIn.map((w) => html`<option value="${w.workspace_id}">${w.name} (${w.role})</option>`)}
+              </select>
+              <p class="hint" id="f-workspace-hint">Workspaces where you are an owner or admin.</p>
+            </div>
+            <div class="form-actions"><button type="submit" class="btn">Create agent</button></div>
+          </fieldset>
         </form>
       </section>`,
   });

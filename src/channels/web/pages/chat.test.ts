@@ -86,7 +86,8 @@ test('happy: conversations lists the sessions with status and shows the transcri
   const list = await web.get('/conversations');
   assert.equal(list.statusCode, 200);
   assert.match(list.body, new RegExp(`<a href="/conversations/${sessionId}"><code>${sessionId}</code></a>`));
-  assert.match(list.body, /<td data-label="Agent">Lister<\/td>/);
+  assert.match(list.body, new RegExp(`<td data-label="Agent"><a href="/conversations/${sessionId}">Lister<span class="sr-only"> \\(conversation ${sessionId}\\)</span></a></td>`),
+    'the agent name leads to the transcript too');
   assert.match(list.body, /<td data-label="Channel">web<\/td>/);
   const transcript = await web.get(`/conversations/${sessionId}`);
   assert.equal(transcript.statusCode, 200);
@@ -116,6 +117,22 @@ test('error: an empty message is explained on the page, and the agent failing sh
   const page = await web.get(String(failed.headers.location));
   assert.match(page.body, /msg-error/);
   assert.match(page.body, /badge-error">agent_failed/);
+});
+
+test('the message field is no stricter than the server: 32,000 characters, counted as code points', async () => {
+  const { web, agentId } = await withAgent();
+  const page = await web.get('/chat');
+  const textarea = /<textarea id="chat-text"[^>]*>/.exec(page.body)![0];
+  assert.doesNotMatch(textarea, /maxlength/, 'maxlength would count UTF-16 units: 16,000 emoji at most');
+  assert.match(textarea, /data-max-chars="32000"/);
+  const atLimit = '😀'.repeat(32_000); // 64,000 UTF-16 units
+  const sent = await web.post('/chat', { agent_id: agentId, text: atLimit });
+  assert.equal(sent.statusCode, 303, 'accepted');
+  const over = await web.post('/chat', { agent_id: agentId, text: `${atLimit}😀` });
+  assert.equal(over.statusCode, 422);
+  assert.match(over.body, /role="alert">The message is too long: at most 32,000 characters\.<\/div>/);
+  const json = await web.post('/chat', { agent_id: agentId, text: `${atLimit}😀` }, { accept: 'application/json' });
+  assert.equal(json.json().message, 'The message is too long: at most 32,000 characters.');
 });
 
 test("security: another account's session id answers 404 on every page", async () => {

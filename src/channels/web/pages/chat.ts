@@ -1,12 +1,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { looksLikeId } from '../../../domain/ids.ts';
-import { Problem } from '../../../domain/problems.ts';
+import { Problem, TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
 import type { AgentView } from '../../../services/agents.ts';
 import { authed, errorPage, formValue, render, wantsJson, type WebContext } from '../context.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { badge, csrfField, notice } from '../layout.ts';
 import type { TranscriptResult } from '../../../services/conversations.ts';
-import { messageList, readTranscript } from './conversations.ts';
+import { messageList, readLatest, type LatestTranscript } from './conversations.ts';
 
 // Without JS the form post waits this long for the reply before showing the page (which then
 // refreshes itself while the turn is still running). With JS it waits only a moment, so that
@@ -15,6 +15,13 @@ const NO_JS_WAIT_MS = 10_000;
 const JS_WAIT_MS = 300;
 
 type SessionStatus = TranscriptResult['status'];
+
+/** Problems the chat form can run into, as the page says them. */
+const ERROR_TEXT: Record<string, string> = {
+  agent_required: 'Choose an agent to talk to.',
+  text_empty: 'Write a message first.',
+  text_too_long: `The message is too long: at most ${TEXT_MAX_LENGTH.toLocaleString('en')} characters.`,
+};
 
 const STATUS_TEXT: Record<SessionStatus, string> = {
   idle: '',
@@ -26,9 +33,9 @@ const STATUS_TEXT: Record<SessionStatus, string> = {
 export function chatRoutes(app: FastifyInstance, ctx: WebContext): void {
   app.get('/chat', authed<{ Querystring: { agent?: string; session?: string } }>(async (request, reply, session) => {
     const agents = await ctx.services.agents.listForUser(session.userId);
-    let transcript: TranscriptResult | null = null;
+    let transcript: LatestTranscript | null = null;
     if (request.query.session) {
-      transcript = await readTranscript(ctx, session.userId, request.query.session);
+      transcript = await readLatest(ctx, session.userId, request.query.session);
       if (!transcript) return errorPage(request, reply, 404, 'Conversation not found', 'You have no conversation with this id.');
     }
     return chatPage(request, reply, { agents, transcript, selectedAgent: request.query.agent });
@@ -52,37 +59,44 @@ export function chatRoutes(app: FastifyInstance, ctx: WebContext): void {
     } catch (error) {
       if (!(error instanceof Problem)) throw error;
       const failedSession = typeof error.extra.session_id === 'string' ? error.extra.session_id : null;
-      if (json) return reply.code(error.status).send({ error: error.code, message: error.message, ...(failedSession ? { session_id: failedSession } : {}) });
+      if (json) return reply.code(error.status).send({ error: error.code, message: ERROR_TEXT[error.code] ?? error.message, ...(failedSession ? { session_id: failedSession } : {}) });
       // The failure is in the transcript as an error turn: show it there.
       if (failedSession) return reply.redirect(`/chat?session=${encodeURIComponent(failedSession)}`, 303);
       if (error.status === 404) return errorPage(request, reply, 404, error.title, error.message);
       const agents = await ctx.services.agents.listForUser(session.userId);
-      const transcript = sessionId ? await readTranscript(ctx, session.userId, sessionId) : null;
-      const message = error.code === 'agent_required' ? 'Choose an agent to talk to.' : error.message;
+      const transcript = sessionId ? await readLatest(ctx, session.userId, sessionId) : null;
+      const message = ERROR_TEXT[error.code] ?? error.message;
       return chatPage(request, reply, { agents, transcript, selectedAgent: agentId, error: message, text, status: error.status });
     }
   }));
 }
 
 function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
-  agents: AgentView[]; transcript: TranscriptResult | null; selectedAgent?: string | undefined; error?: string; text?: string; status?: number;
+  agents: AgentView[]; transcript: LatestTranscript | null; selectedAgent?: string | undefined; error?: string; text?: string; status?: number;
 }) {
   const { agents, transcript } = state;
   const agent = transcript ? agents.find((a) => a.agent_id === transcript.agent_id) : undefined;
   const agentName = agent?.name ?? (transcript ? transcript.agent_id : 'Agent');
   const status: SessionStatus = transcript?.status ?? 'idle';
   const lastTs = transcript?.messages.at(-1)?.ts ?? '';
+  const firstTs = transcript?.messages[0]?.ts ?? '';
 
   let body: SafeHtml;
   if (!transcript && agents.length === 0) {
     body = html`<h1>Chat</h1>${notice('info', html`You have no agents yet. <a href="/agents">Create one</a> to start chatting.`)}`;
   } else {
+    // Both headers are on the page; the script switches to the second once a new chat has started.
     body = html`<div class="head-row">
         <h1 data-chat-title>${transcript ? html`Chat with ${agentName}` : 'New chat'}</h1>
-        <p>${transcript ? html`<span data-chat-badge>${badge(status)}</span> <a class="btn btn-small btn-quiet" href="/chat">New chat</a>` : html`<a class="btn btn-small btn-quiet" href="/conversations">Earlier conversations</a>`}</p>
+        <p>
+          <span data-chat-badge${transcript ? '' : html` hidden`}>${badge(status)}</span>
+          <a class="btn btn-small btn-quiet" href="/chat" data-when-session${transcript ? '' : html` hidden`}>New chat</a>
+          <a class="btn btn-small btn-quiet" href="/conversations" data-when-new${transcript ? html` hidden` : ''}>Earlier conversations</a>
+        </p>
       </div>
       <section class="card chat" aria-label="Chat" data-chat data-session="${transcript?.session_id ?? ''}" data-status="${status}"
         data-last-ts="${lastTs}" data-agent-name="${agentName}">
+        ${transcript?.has_earlier ? html`<p class="muted small earlier"><a href="/conversations/${transcript.session_id}?before=${encodeURIComponent(firstTs)}">Earlier messages</a> (showing the latest ${transcript.messages.length})</p>` : ''}
         ${transcript ? messageList(transcript.messages, agentName) : html`<ol class="chat-log" data-chat-log aria-live="polite" aria-label="Transcript"><li class="muted empty">Say hello to start a conversation.</li></ol>`}
         <p class="chat-status" data-chat-status role="status" aria-live="polite">${status === 'idle' ? '' : html`<span class="spinner" aria-hidden="true"></span> ${STATUS_TEXT[status]}`}</p>
         ${state.error ? notice('error', state.error) : ''}
@@ -98,7 +112,8 @@ function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
               </div>`}
           <div class="field">
             <label for="chat-text">Message</label>
-            <textarea id="chat-text" name="text" rows="3" required maxlength="32000" placeholder="Write a message…">${state.text ?? ''}</textarea>
+            <textarea id="chat-text" name="text" rows="3" required data-max-chars="${TEXT_MAX_LENGTH}" aria-describedby="chat-text-hint" placeholder="Write a message…">${state.text ?? ''}</textarea>
+            <p class="hint" id="chat-text-hint">Up to ${TEXT_MAX_LENGTH.toLocaleString('en')} characters.</p>
           </div>
           <div class="form-actions"><button type="submit" class="btn">Send</button> <span class="muted small">Ctrl+Enter sends</span></div>
         </form>

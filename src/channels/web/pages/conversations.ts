@@ -7,38 +7,50 @@ import { badge, time } from '../layout.ts';
 import type { TranscriptResult } from '../../../services/conversations.ts';
 
 export const PAGE_SIZE = 100;
+export const SESSIONS_PAGE_SIZE = 50;
 
 /** Conversations: the account's sessions, and each one's transcript with its status. */
 export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void {
-  app.get('/conversations', authed(async (request, reply, session) => {
-    const sessions = await ctx.services.conversations.listSessions(session.userId);
+  app.get('/conversations', authed<{ Querystring: { older?: string } }>(async (request, reply, session) => {
+    const cursor = request.query.older || undefined;
+    const listed = await orNull(ctx.services.conversations.listSessionsPage(session.userId, { limit: SESSIONS_PAGE_SIZE, cursor }));
+    if (!listed) return errorPage(request, reply, 400, 'Link not valid', html`This link to older conversations could not be read. <a href="/conversations">Start from the most recent</a>.`);
+    const { sessions, next_cursor: next } = listed;
     return render(request, reply, {
       title: 'Conversations', nav: 'conversations',
       body: html`<h1>Conversations</h1>
         <section class="card" aria-labelledby="sessions-h">
           <h2 id="sessions-h" class="sr-only">Sessions</h2>
+          ${cursor ? html`<p class="muted small">Older conversations. <a href="/conversations">Back to the most recent</a></p>` : ''}
           ${sessions.length === 0
-            ? html`<p class="muted">No conversations yet. <a href="/chat">Start one in the chat</a> or send a message through the API.</p>`
+            ? cursor ? html`<p class="muted">No older conversations.</p>` : html`<p class="muted">No conversations yet. <a href="/chat">Start one in the chat</a> or send a message through the API.</p>`
             : html`<div class="table-wrap"><table class="table">
               <caption class="sr-only">Your sessions, most recent first</caption>
               <thead><tr><th scope="col">Session</th><th scope="col">Agent</th><th scope="col">Status</th><th scope="col">Channel</th><th scope="col">Last activity</th></tr></thead>
               <tbody>${sessions.map((s) => html`<tr>
                 <td data-label="Session"><a href="/conversations/${s.session_id}"><code>${s.session_id}</code></a></td>
-                <td data-label="Agent">${s.agent_name}</td>
+                <td data-label="Agent"><a href="/conversations/${s.session_id}">${s.agent_name}<span class="sr-only"> (conversation ${s.session_id})</span></a></td>
                 <td data-label="Status">${badge(s.status)}</td>
                 <td data-label="Channel">${s.channel ?? '—'}</td>
                 <td data-label="Last activity">${time(s.last_activity)}</td>
               </tr>`)}</tbody></table></div>`}
+          ${next ? html`<p class="pager"><a class="btn btn-quiet" href="/conversations?older=${encodeURIComponent(next)}">Older conversations</a></p>` : ''}
         </section>`,
     });
   }));
 
-  app.get('/conversations/:sessionId', authed<{ Params: { sessionId: string }; Querystring: { after?: string } }>(async (request, reply, session) => {
-    const transcript = await readTranscript(ctx, session.userId, request.params.sessionId, request.query.after);
+  app.get('/conversations/:sessionId', authed<{ Params: { sessionId: string }; Querystring: { after?: string; before?: string } }>(async (request, reply, session) => {
+    const { after, before } = request.query;
+    const transcript = before
+      ? await readLatest(ctx, session.userId, request.params.sessionId, before)
+      : await readTranscript(ctx, session.userId, request.params.sessionId, after);
     if (!transcript) return errorPage(request, reply, 404, 'Conversation not found', 'You have no conversation with this id.');
     const agents = await ctx.services.agents.listForUser(session.userId);
     const agentName = agents.find((a) => a.agent_id === transcript.agent_id)?.name ?? transcript.agent_id;
+    const first = transcript.messages[0];
     const last = transcript.messages.at(-1);
+    const base = `/conversations/${transcript.session_id}`;
+    const hasEarlier = 'has_earlier' in transcript ? transcript.has_earlier : Boolean(after);
     return render(request, reply, {
       title: `Conversation with ${agentName}`, nav: 'conversations',
       body: html`<p class="crumbs"><a href="/conversations">Conversations</a> / <code>${transcript.session_id}</code></p>
@@ -48,9 +60,10 @@ export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void
         </div>
         <section class="card" aria-labelledby="transcript-h">
           <h2 id="transcript-h" class="sr-only">Transcript</h2>
-          ${request.query.after ? html`<p class="muted small">Showing messages after ${time(request.query.after)}. <a href="/conversations/${transcript.session_id}">From the start</a></p>` : ''}
+          ${after || before ? html`<p class="muted small">Showing part of the conversation. <a href="${base}">From the start</a></p>` : ''}
+          ${hasEarlier && first ? html`<p class="pager"><a class="btn btn-quiet" href="${base}?before=${encodeURIComponent(first.ts)}">Earlier messages</a></p>` : ''}
           ${messageList(transcript.messages, agentName)}
-          ${transcript.has_more && last ? html`<p><a class="btn btn-quiet" href="/conversations/${transcript.session_id}?after=${encodeURIComponent(last.ts)}">Newer messages</a></p>` : ''}
+          ${transcript.has_more && last ? html`<p class="pager"><a class="btn btn-quiet" href="${base}?after=${encodeURIComponent(last.ts)}">Later messages</a></p>` : ''}
         </section>`,
     });
   }));
@@ -66,8 +79,20 @@ export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void
 /** A transcript the user may read, or null (missing, someone else's, or a malformed id). */
 export async function readTranscript(ctx: WebContext, userId: string, sessionId: string, after?: string): Promise<TranscriptResult | null> {
   if (!looksLikeId('session', sessionId)) return null;
+  return orNull(ctx.services.conversations.transcript(userId, sessionId, { limit: PAGE_SIZE, ...(after ? { after } : {}) }));
+}
+
+/** The newest messages of a transcript (before `before` when given), or null as readTranscript. */
+export async function readLatest(ctx: WebContext, userId: string, sessionId: string, before?: string): Promise<LatestTranscript | null> {
+  if (!looksLikeId('session', sessionId)) return null;
+  return orNull(ctx.services.conversations.latestTranscript(userId, sessionId, { limit: PAGE_SIZE, ...(before ? { before } : {}) }));
+}
+
+export type LatestTranscript = TranscriptResult & { has_earlier: boolean };
+
+async function orNull<T>(read: Promise<T>): Promise<T | null> {
   try {
-    return await ctx.services.conversations.transcript(userId, sessionId, { limit: PAGE_SIZE, ...(after ? { after } : {}) });
+    return await read;
   } catch (error) {
     if (error instanceof Problem && (error.status === 404 || error.code === 'validation_failed')) return null;
     throw error;

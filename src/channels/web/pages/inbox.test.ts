@@ -88,6 +88,27 @@ test('happy: reject with a reason re-plans, without one the mission stops', asyn
   await agentSays(user, b.session_id, 'Stopped.');
 });
 
+test('the reason field belongs to a reject form of its own: Enter in it rejects, never approves', async () => {
+  const { user, web } = await signedIn();
+  const sent = await say(user, '!action email Check the forms');
+  const op = opIdIn(sent.reply);
+  const page = await web.get('/inbox');
+  const card = new RegExp(`<li class="card item" id="${op}">([\\s\\S]*?)</li>`).exec(page.body)![1]!;
+  const forms = [...card.matchAll(/<form [^>]*>([\s\S]*?)<\/form>/g)].map((m) => m[1]!);
+  assert.equal(forms.length, 2);
+  const [approve, reject] = forms as [string, string];
+  assert.doesNotMatch(approve, /name="reason"/, 'no text field in the approve form: Enter cannot submit it');
+  assert.match(approve, /name="decision" value="approve"/);
+  assert.match(reject, /<input type="hidden" name="decision" value="reject">/);
+  assert.match(reject, new RegExp(`<input id="reason-${op}" name="reason" type="text"`));
+  assert.equal([...reject.matchAll(/type="submit"/g)].length, 1, 'its only button is Reject');
+  assert.match(reject, /<button type="submit" class="btn btn-danger-quiet">Reject<\/button>/);
+  // What Enter in the field sends: the form's fields, without a button's name.
+  const res = await web.post(`/inbox/actions/${op}`, { decision: 'reject', reason: 'wrong recipient' });
+  assert.equal(res.headers.location, '/inbox?done=rejected&n=1');
+  await agentSays(user, sent.session_id, 'Re-planned: wrong recipient');
+});
+
 test('happy/error: a refused answer shows the agent\'s reason and keeps the question open; a fitting one is accepted', async () => {
   const { user, web } = await signedIn();
   const asked = await say(user, '!ask yesno Proceed with the launch?');
@@ -95,11 +116,17 @@ test('happy/error: a refused answer shows the agent\'s reason and keeps the ques
   const page = await web.get('/inbox');
   assert.match(page.body, /<strong class="item-title">Proceed with the launch\?<\/strong>/);
   assert.match(page.body, /asked of you/);
-  const refused = await web.post(`/inbox/questions/${req}`, { text: 'perhaps' });
-  assert.equal(refused.statusCode, 422);
-  assert.match(refused.body, new RegExp(`id="answer-${req}-error" role="alert">Not accepted: [^<]+`));
+  const posted = await web.post(`/inbox/questions/${req}`, { text: 'perhaps' });
+  assert.equal(posted.statusCode, 303, 'redirect after the post: a reload does not answer again');
+  assert.equal(posted.headers.location, `/inbox?refused=${req}#${req}`);
+  assert.ok(!JSON.stringify(posted.headers).includes('perhaps'), 'the answer travels sealed, not readable');
+  const refused = await web.get(String(posted.headers.location).split('#')[0]!);
+  assert.equal(refused.statusCode, 200);
+  assert.match(refused.body, new RegExp(`id="answer-${req}-error" role="alert">Not accepted: A yes or no is missing: answer yes or no\\.</p>`));
   assert.match(refused.body, /value="perhaps"/, 'the answer stays in the field');
   assert.ok(refused.body.includes(`id="${req}"`), 'the question is still open');
+  const reloaded = await web.get(String(posted.headers.location).split('#')[0]!);
+  assert.doesNotMatch(reloaded.body, /Not accepted/, 'shown once');
   const accepted = await web.post(`/inbox/questions/${req}`, { text: 'yes' });
   assert.equal(accepted.statusCode, 303);
   const after = await web.get(String(accepted.headers.location));
@@ -115,15 +142,23 @@ test('error: a settled action and an unknown decision are explained', async () =
   await web.get('/inbox');
   assert.equal((await web.post(`/inbox/actions/${op}`, { decision: 'approve' })).statusCode, 303);
   await web.get('/inbox');
+  // Errors are shown after a redirect too: a reload never posts the form again.
   const again = await web.post(`/inbox/actions/${op}`, { decision: 'approve' });
-  assert.equal(again.statusCode, 409);
-  assert.match(again.body, /already settled/);
+  assert.equal(again.statusCode, 303);
+  assert.equal(again.headers.location, '/inbox?error=already_settled');
+  assert.match((await web.get(String(again.headers.location))).body, /role="alert">This action was already settled\./);
   const weird = await web.post(`/inbox/actions/${op}`, { decision: 'maybe' });
-  assert.equal(weird.statusCode, 422);
+  assert.equal(weird.headers.location, '/inbox?error=invalid_decision');
+  assert.match((await web.get(String(weird.headers.location))).body, /Choose approve, approve all of this kind, or reject/);
   const blank = await say(user, '!ask text What colour?');
-  const empty = await web.post(`/inbox/questions/${reqIdIn(blank.reply)}`, { text: '  ' });
-  assert.equal(empty.statusCode, 422);
-  assert.match(empty.body, /Write an answer first/);
+  const req = reqIdIn(blank.reply);
+  const empty = await web.post(`/inbox/questions/${req}`, { text: '  ' });
+  assert.equal(empty.statusCode, 303);
+  assert.match((await web.get(`/inbox?refused=${req}`)).body, /Not accepted: Write an answer first\./);
+  // An error code that is not ours shows nothing (the URL cannot put words on the page).
+  const made = await web.get('/inbox?error=constructor');
+  assert.equal(made.statusCode, 200);
+  assert.doesNotMatch(made.body, /role="alert"/);
 });
 
 test("security: another account's action and question are not found and stay unsettled", async () => {
@@ -135,10 +170,11 @@ test("security: another account's action and question are not found and stay uns
   assert.ok(!page.body.includes('Private mail'));
   assert.ok(!page.body.includes('Private question'));
   const decide = await web.post(`/inbox/actions/${opIdIn(action.reply)}`, { decision: 'approve' });
-  assert.equal(decide.statusCode, 404);
-  assert.match(decide.body, /no pending action with this id/);
+  assert.equal(decide.headers.location, '/inbox?error=not_found');
+  assert.match((await web.get(String(decide.headers.location))).body, /no pending action with this id/);
   const answer = await web.post(`/inbox/questions/${reqIdIn(question.reply)}`, { text: 'yes' });
-  assert.equal(answer.statusCode, 404);
+  assert.equal(answer.headers.location, '/inbox?error=question_not_found');
+  assert.match((await web.get(String(answer.headers.location))).body, /no open question with this id/);
   const { actions } = await t.runtime.services.missions.listActions(owner.id);
   const { questions } = await t.runtime.services.missions.listQuestions(owner.id);
   assert.equal(actions.length, 1);

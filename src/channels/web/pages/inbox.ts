@@ -1,11 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { WebSession } from '../../../services/web-sessions.ts';
-import { authed, formValue, render, type WebContext } from '../context.ts';
+import { authed, cookieOptions, formValue, render, type WebContext } from '../context.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { csrfField, notice, time } from '../layout.ts';
 import { TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
 import { DECISIONS, REASON_MAX_LENGTH as REASON_MAX, type Decision } from '../../../services/missions.ts';
-
 
 /** How many actions and questions wait for the user. */
 export async function inboxCounts(ctx: WebContext, userId: string): Promise<{ actions: number; questions: number }> {
@@ -15,57 +14,92 @@ export async function inboxCounts(ctx: WebContext, userId: string): Promise<{ ac
   return { actions: actions.length, questions: questions.length };
 }
 
-/** Inbox: pending actions to approve or reject, and open questions to answer. */
+const INBOX_PATH = '/inbox';
+const REFUSED_COOKIE = 'ac_inbox_refused';
+const REFUSED_PURPOSE = 'inbox-refused';
+const REFUSED_TTL_MS = 10 * 60_000;
+// A cookie holds about 4 KB: a longer answer is not kept in the field after a refusal.
+const KEPT_ANSWER_MAX_BYTES = 1500;
+
+/** What went wrong with a decision or an answer, as the page says it (keyed by a code in the URL). */
+const ERRORS: Record<string, string> = {
+  not_found: 'There is no pending action with this id.',
+  already_settled: 'This action was already settled.',
+  invalid_decision: 'The decision could not be recorded. Choose approve, approve all of this kind, or reject; a reason may have at most 2000 characters.',
+  question_not_found: 'There is no open question with this id.',
+  already_answered: 'This question was already answered.',
+  failed: 'That could not be recorded. Reload the page and try again.',
+};
+
+interface Refused {
+  requestId: string;
+  reason: string;
+  text: string;
+}
+
+/**
+ * Inbox: pending actions to approve or reject, and open questions to answer. Every form post
+ * ends in a redirect (so a reload never posts again): outcomes and errors travel as a code in
+ * the URL; a refused answer's reason and text travel in a sealed session cookie.
+ */
 export function inboxRoutes(app: FastifyInstance, ctx: WebContext): void {
-  app.get('/inbox', authed<{ Querystring: { done?: string; n?: string } }>(async (request, reply, session) => {
-    const { done, n } = request.query;
+  app.get(INBOX_PATH, authed<{ Querystring: { done?: string; n?: string; error?: string; refused?: string } }>(async (request, reply, session) => {
+    const { done, n, error } = request.query;
     const count = Math.max(0, Math.min(1000, Number.parseInt(n ?? '1', 10) || 1));
     const message = done === 'approved' ? notice('ok', count > 1 ? `Approved ${count} actions. The agent carries on.` : 'Approved. The agent carries on.')
       : done === 'rejected' ? notice('ok', 'Rejected. The agent has been told.')
       : done === 'answered' ? notice('ok', 'Answer accepted. The agent carries on.')
+      : error && Object.hasOwn(ERRORS, error) ? notice('error', ERRORS[error]!)
       : null;
-    return inboxPage(ctx, request, reply, session, { message });
+    let refused: Refused | undefined;
+    const cookie = request.cookies[REFUSED_COOKIE];
+    if (cookie) {
+      // Shown once: a reload shows the question as it is now.
+      reply.clearCookie(REFUSED_COOKIE, cookieOptions(request, { path: INBOX_PATH }));
+      const wanted = request.query.refused;
+      if (typeof wanted === 'string' && wanted) {
+        const sealed = ctx.sealer.open(REFUSED_PURPOSE, session.userId, cookie) as Refused | null;
+        // Unreadable (sealed by another instance, or too old): still say that it was refused.
+        refused = sealed?.requestId === wanted ? sealed : { requestId: wanted, reason: 'The agent did not accept this answer. Try again.', text: '' };
+      }
+    }
+    return inboxPage(ctx, request, reply, session, { message, refused });
   }));
 
-  app.post('/inbox/actions/:operationId', authed<{ Params: { operationId: string } }>(async (request, reply, session) => {
+  app.post(`${INBOX_PATH}/actions/:operationId`, authed<{ Params: { operationId: string } }>(async (request, reply, session) => {
     const decision = formValue(request.body, 'decision') as Decision;
     const reason = formValue(request.body, 'reason').trim();
-    if (!(DECISIONS as readonly string[]).includes(decision)) {
-      return inboxPage(ctx, request, reply, session, { status: 422, message: notice('error', 'Choose approve, approve all of this kind, or reject.') });
-    }
+    if (!(DECISIONS as readonly string[]).includes(decision)) return reply.redirect(`${INBOX_PATH}?error=invalid_decision`, 303);
     const entry = { operation_id: request.params.operationId, decision, ...(decision === 'reject' && reason ? { reason } : {}) };
     const { results: [result] } = await ctx.services.missions.decide(session.userId, [entry]);
     if (!result?.ok) {
       const code = result?.error.code;
-      const status = code === 'not_found' ? 404 : code === 'invalid_decision' ? 422 : 409;
-      const text = code === 'not_found' ? 'There is no pending action with this id.'
-        : code === 'already_settled' ? 'This action was already settled.' : (result?.error.message ?? 'The decision could not be recorded.');
-      return inboxPage(ctx, request, reply, session, { status, message: notice('error', text) });
+      return reply.redirect(`${INBOX_PATH}?error=${code && Object.hasOwn(ERRORS, code) ? code : 'failed'}`, 303);
     }
     const n = 1 + result.also_approved.length;
-    return reply.redirect(`/inbox?done=${result.outcome === 'rejected' ? 'rejected' : 'approved'}&n=${n}`, 303);
+    return reply.redirect(`${INBOX_PATH}?done=${result.outcome === 'rejected' ? 'rejected' : 'approved'}&n=${n}`, 303);
   }));
 
-  app.post('/inbox/questions/:requestId', authed<{ Params: { requestId: string } }>(async (request, reply, session) => {
+  app.post(`${INBOX_PATH}/questions/:requestId`, authed<{ Params: { requestId: string } }>(async (request, reply, session) => {
     const requestId = request.params.requestId;
     const text = formValue(request.body, 'text');
-    if (!text.trim()) {
-      return inboxPage(ctx, request, reply, session, { status: 422, refused: { requestId, reason: 'Write an answer first.', text } });
-    }
+    const refuse = (reason: string) => {
+      const kept = Buffer.byteLength(text) <= KEPT_ANSWER_MAX_BYTES ? text : '';
+      const sealed = ctx.sealer.seal(REFUSED_PURPOSE, session.userId, { requestId, reason: reason.slice(0, 500), text: kept }, REFUSED_TTL_MS);
+      reply.setCookie(REFUSED_COOKIE, sealed, cookieOptions(request, { path: INBOX_PATH }));
+      return reply.redirect(`${INBOX_PATH}?refused=${encodeURIComponent(requestId)}#${encodeURIComponent(requestId)}`, 303);
+    };
+    if (!text.trim()) return refuse('Write an answer first.');
     const { results: [result] } = await ctx.services.missions.answer(session.userId, [{ request_id: requestId, text }]);
-    if (result?.ok && result.accepted) return reply.redirect('/inbox?done=answered', 303);
-    if (result?.ok) {
-      return inboxPage(ctx, request, reply, session, { status: 422, refused: { requestId, reason: result.reason, text } });
-    }
-    const code = result?.error.code;
-    const message = code === 'not_found' ? 'There is no open question with this id.'
-      : code === 'already_answered' ? 'This question was already answered.' : (result?.error.message ?? 'The answer could not be recorded.');
-    return inboxPage(ctx, request, reply, session, { status: code === 'not_found' ? 404 : 409, message: notice('error', message) });
+    if (result?.ok && result.accepted) return reply.redirect(`${INBOX_PATH}?done=answered`, 303);
+    if (result?.ok) return refuse(result.reason);
+    const code = result?.error.code === 'not_found' ? 'question_not_found' : result?.error.code === 'already_answered' ? 'already_answered' : 'failed';
+    return reply.redirect(`${INBOX_PATH}?error=${code}`, 303);
   }));
 }
 
 async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: FastifyReply, session: WebSession, state: {
-  message?: SafeHtml | null; status?: number; refused?: { requestId: string; reason: string; text: string };
+  message?: SafeHtml | null; status?: number; refused?: Refused | undefined;
 }) {
   const [{ actions }, { questions }, agents] = await Promise.all([
     ctx.services.missions.listActions(session.userId),
@@ -90,20 +124,23 @@ async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: Fastif
         <h2 id="actions-h">Actions waiting for your permission <span class="count">${actions.length}</span></h2>
         ${actions.length === 0 ? html`<p class="card muted">Nothing to approve.</p>` : html`<ul class="cards">${actions.map((a) => {
           const sameKind = kindsCount.get(`${a.agent_id} ${a.kind}`) ?? 1;
+          const action = `${INBOX_PATH}/actions/${a.operation_id}`;
           return html`<li class="card item" id="${a.operation_id}">
             <div class="item-head"><span class="badge badge-kind">${a.kind}</span> <strong class="item-title">${a.summary}</strong></div>
             <p class="muted small">${agentName(a.agent_id)} · <a href="/conversations/${a.session_id}">conversation</a> · ${time(a.created_at)} · <code>${a.operation_id}</code></p>
             ${detailsBlock(a.details, a)}
-            <form method="post" action="/inbox/actions/${a.operation_id}" class="decide">
+            <form method="post" action="${action}" class="decide row">
               ${csrfField(request.csrfToken)}
-              <div class="field">
-                <label for="reason-${a.operation_id}">Reason <span class="muted">(optional, used when rejecting: the agent re-plans around it; without one the mission stops)</span></label>
-                <input id="reason-${a.operation_id}" name="reason" type="text" maxlength="${REASON_MAX}">
-              </div>
+              <button type="submit" name="decision" value="approve" class="btn">Approve</button>
+              <button type="submit" name="decision" value="approve_same_type" class="btn btn-quiet" title="Approves this and every other pending “${a.kind}” action of ${agentName(a.agent_id)}">Approve all “${a.kind}”${sameKind > 1 ? ` (${sameKind})` : ''}</button>
+            </form>
+            <form method="post" action="${action}" class="reject">
+              ${csrfField(request.csrfToken)}
+              <input type="hidden" name="decision" value="reject">
+              <label for="reason-${a.operation_id}">Reason for rejecting <span class="muted">(optional: the agent re-plans around it; without one the mission stops)</span></label>
               <div class="row">
-                <button type="submit" name="decision" value="approve" class="btn">Approve</button>
-                <button type="submit" name="decision" value="approve_same_type" class="btn btn-quiet" title="Approves this and every other pending “${a.kind}” action of ${agentName(a.agent_id)}">Approve all “${a.kind}”${sameKind > 1 ? ` (${sameKind})` : ''}</button>
-                <button type="submit" name="decision" value="reject" class="btn btn-danger-quiet">Reject</button>
+                <input id="reason-${a.operation_id}" name="reason" type="text" maxlength="${REASON_MAX}">
+                <button type="submit" class="btn btn-danger-quiet">Reject</button>
               </div>
             </form>
           </li>`;
@@ -116,7 +153,7 @@ async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: Fastif
           return html`<li class="card item" id="${q.request_id}">
             <div class="item-head"><strong class="item-title">${q.text}</strong> <span class="badge">${answerHint(q.answer_type)}</span></div>
             <p class="muted small">${agentName(q.agent_id)} · <a href="/conversations/${q.session_id}">conversation</a> · ${time(q.created_at)} · ${q.asked_of === session.userId ? 'asked of you' : `asked of ${others.get(q.asked_of) ?? 'another member'}`}</p>
-            <form method="post" action="/inbox/questions/${q.request_id}" class="answer">
+            <form method="post" action="${INBOX_PATH}/questions/${q.request_id}" class="answer">
               ${csrfField(request.csrfToken)}
               <div class="field${refused ? ' has-error' : ''}">
                 <label for="answer-${q.request_id}">Your answer</label>

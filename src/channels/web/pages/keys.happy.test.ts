@@ -62,20 +62,57 @@ test('defaults apply when rate limit and expiry are left empty', async () => {
   assert.equal(key!.expires_at, null);
 });
 
-test('invalid input is shown next to the field and nothing is created', async () => {
+test('invalid input is shown next to the field, in sentences naming it, and nothing is created', async () => {
   const web = new WebClient(t);
   const email = await web.signup();
   await web.get('/account/keys');
+  const error = (body: string, name: string) => new RegExp(`id="f-${name}-error">([^<]*)</p>`).exec(body)?.[1];
   const res = await web.post('/account/keys', { label: '  ', rate_limit: 'lots', expires_in_days: '0' });
   assert.equal(res.statusCode, 422);
-  assert.match(res.body, /A label is required/);
-  assert.match(res.body, /Enter a whole number/);
+  assert.equal(error(res.body, 'label'), 'Label is required, so that you can tell your keys apart.');
+  assert.equal(error(res.body, 'rate_limit'), 'Rate limit must be a whole number of requests per minute from 1 to 10000, or empty for the default (60).');
+  assert.equal(error(res.body, 'expires_in_days'), 'Expiry must be a whole number of days from 1 to 3650, or empty for a key that never expires.');
   assert.match(res.body, /aria-invalid="true"/);
-  const tooBig = await web.post('/account/keys', { label: 'big', rate_limit: '99999999' });
+  const tooBig = await web.post('/account/keys', { label: 'x'.repeat(101), rate_limit: '99999999', expires_in_days: '3651' });
   assert.equal(tooBig.statusCode, 422);
-  assert.match(tooBig.body, /id="f-rate_limit-error"/);
+  assert.equal(error(tooBig.body, 'label'), 'Label must be at most 100 characters.');
+  assert.match(error(tooBig.body, 'rate_limit') ?? '', /^Rate limit must be a whole number/);
+  assert.match(error(tooBig.body, 'expires_in_days') ?? '', /^Expiry must be a whole number of days from 1 to 3650/);
+  assert.doesNotMatch(tooBig.body, /Too big|Too small|expected (string|number)|Invalid input/, 'no validator fragments');
+  assert.match(tooBig.body, /value="x{101}"/, 'the form keeps what was typed');
+  // 100 characters after trimming is fine.
+  assert.equal((await web.post('/account/keys', { label: `  ${'y'.repeat(100)}  ` })).statusCode, 303);
   const user = await t.runtime.services.accounts.findByEmail(email);
-  assert.deepEqual(await t.runtime.services.keys.list(user!.id), []);
+  assert.deepEqual((await t.runtime.services.keys.list(user!.id)).map((k) => k.label), ['y'.repeat(100)]);
+});
+
+test('every key status shows: active, inactive, expired, revoked; and when a key was last used', async () => {
+  const web = new WebClient(t);
+  const email = await web.signup();
+  const user = (await t.runtime.services.accounts.findByEmail(email))!;
+  const { keys } = t.runtime.services;
+  const used = await keys.create(user.id, { label: 'used key' });
+  const inactive = (await keys.create(user.id, { label: 'paused key' })).key;
+  await keys.setEnabled(inactive.key_id, false);
+  const expired = (await keys.create(user.id, { label: 'old key', expires_in_days: 1 })).key;
+  await t.runtime.store.db.updateTable('api_keys').set({ expires_at: '2020-01-02T03:04:05.000Z' }).where('id', '=', expired.key_id).execute();
+  const revoked = (await keys.create(user.id, { label: 'gone key' })).key;
+  await keys.revoke(user.id, revoked.key_id);
+  assert.equal((await t.inject({ method: 'GET', url: `${API}/agents`, headers: { authorization: `Bearer ${used.token}` } })).statusCode, 200);
+  await keys.settled();
+  const lastUsed = (await keys.list(user.id)).find((k) => k.key_id === used.key.key_id)!.last_used_at!;
+
+  const page = await web.get('/account/keys');
+  const row = (id: string) => new RegExp(`<tr data-key-id="${id}">([\\s\\S]*?)</tr>`).exec(page.body)?.[1] ?? '';
+  assert.match(row(used.key.key_id), /<span class="badge badge-active">active<\/span>/);
+  assert.match(row(inactive.key_id), /<span class="badge badge-inactive">inactive<\/span>/);
+  assert.match(row(expired.key_id), /<span class="badge badge-expired">expired<\/span>/);
+  assert.match(row(expired.key_id), /<td data-label="Expires"><time datetime="2020-01-02T03:04:05.000Z">2020-01-02 03:04\u00a0UTC<\/time>/);
+  assert.match(row(revoked.key_id), /<span class="badge badge-revoked">revoked<\/span>/);
+  assert.doesNotMatch(row(revoked.key_id), /Revoke/, 'a revoked key offers no revoke');
+  const shown = `${lastUsed.replace('T', ' ').slice(0, 16)}\u00a0UTC`;
+  assert.match(row(used.key.key_id), new RegExp(`<td data-label="Last used"><time datetime="${lastUsed}">${shown}</time></td>`));
+  assert.match(row(inactive.key_id), /<td data-label="Last used"><span class="muted">never<\/span><\/td>/);
 });
 
 test('revoking asks for confirmation first, then the key gets 401', async () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
-import { WebClient } from '../web-client.test-helper.ts';
+import { setCookieLines, WebClient } from '../web-client.test-helper.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp(); });
@@ -72,4 +72,59 @@ test('the pages of the account need a signed-in user', async () => {
   }
   const post = await t.inject({ method: 'POST', url: '/account/keys', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'label=x' });
   assert.equal(post.statusCode, 403, 'no token, no session: refused before anything else');
+});
+
+test('the new key travels in a session cookie that holds no readable secret, and the database holds only a digest', async () => {
+  const web = new WebClient(t);
+  const email = await web.signup();
+  await web.get('/account/keys');
+  const created = await web.post('/account/keys', { label: 'sealed key' });
+  const line = setCookieLines(created).find((l) => l.startsWith('ac_new_key='));
+  assert.ok(line, 'the cookie is set');
+  assert.doesNotMatch(line, /Max-Age|Expires/i, 'a session cookie: the browser does not write it to disk');
+  assert.match(line, /HttpOnly/);
+  assert.match(line, /SameSite=Strict/);
+  assert.match(line, /Path=\/account\/keys/);
+  const value = web.cookies.get('ac_new_key')!;
+
+  const shown = await web.get('/account/keys');
+  const token = /id="new-key"[^>]*value="(ak_[A-Za-z0-9]+_[A-Za-z0-9]+)"/.exec(shown.body)![1]!;
+  const [, keyId, secret] = token.split('_') as [string, string, string];
+  assert.ok(!value.includes(secret) && !value.includes(token), 'the cookie does not carry the secret in the clear');
+  assert.ok(!Buffer.from(value.split('.')[1] ?? '', 'base64url').toString('latin1').includes(secret), 'not even encoded');
+  assert.ok(setCookieLines(shown).some((l) => /^ac_new_key=;/.test(l)), 'cleared once shown');
+
+  // Only a digest is stored: the secret is in no row of the key or its audit trail.
+  const user = await t.runtime.services.accounts.findByEmail(email);
+  const rows = [
+    ...await t.runtime.store.db.selectFrom('api_keys').selectAll().where('user_id', '=', user!.id).execute(),
+    ...await t.runtime.store.db.selectFrom('audit_log').selectAll().where('subject_id', '=', keyId).execute(),
+    ...await t.runtime.store.db.selectFrom('web_sessions').selectAll().where('user_id', '=', user!.id).execute(),
+  ];
+  assert.ok(rows.length >= 3);
+  for (const row of rows) assert.ok(!JSON.stringify(row).includes(secret), 'no secret in the database');
+});
+
+test('a sealed key cookie is worthless to another server process: the page says the secret is gone', async () => {
+  const web = new WebClient(t);
+  await web.signup();
+  await web.get('/account/keys');
+  await web.post('/account/keys', { label: 'lost key' });
+  const flash = web.cookies.get('ac_new_key')!;
+  // Another instance over the same database (or this one after a restart) has another sealing key.
+  const other = await startTestApp({}, { database: t.database });
+  try {
+    const res = await other.inject({ method: 'GET', url: '/account/keys', headers: { accept: 'text/html', cookie: web.cookieHeader() } });
+    assert.equal(res.statusCode, 200);
+    assert.doesNotMatch(res.body, /id="new-key"/);
+    assert.match(res.body, /Key “lost key” \(<code>[A-Za-z0-9]+<\/code>\) was created, but its secret can no longer be shown/);
+    assert.ok(setCookieLines(res).some((l) => /^ac_new_key=;/.test(l)), 'and the cookie is cleared');
+  } finally {
+    await other.app.close();
+    await other.runtime.close();
+  }
+  // A cookie that was tampered with shows nothing either.
+  web.cookies.set('ac_new_key', `${flash.slice(0, -4)}AAAA`);
+  const tampered = await web.get('/account/keys');
+  assert.doesNotMatch(tampered.body, /id="new-key"/);
 });

@@ -8,10 +8,16 @@ import { html, type SafeHtml } from '../html.ts';
 import { badge, csrfField, field, notice, time, type FieldErrors } from '../layout.ts';
 
 const KEYS_PATH = '/account/keys';
-// The new key travels from the create form to the page that shows it in a short-lived,
-// HttpOnly cookie that this page clears as it reads it: shown once, gone on reload, and
-// kept nowhere on the server.
-const FLASH_MAX_AGE_S = 120;
+// The new key travels from the create form to the page that shows it in a session cookie
+// (HttpOnly, never written to disk by the browser) that this page clears as it reads it: shown
+// once, gone on reload. The cookie holds `<key id>.<sealed secret>`: the secret is sealed with
+// a key that only this process knows (see ../flash.ts), bound to the user, and good for two
+// minutes. The server keeps only the secret's SHA-256 digest, as for every key.
+const FLASH_TTL_MS = 120_000;
+const FLASH_PURPOSE = 'new-key';
+const LABEL_MAX = 100;
+const EXPIRES_MAX_DAYS = 3650;
+const FIELD_NAMES: Record<string, string> = { label: 'Label', rate_limit: 'Rate limit', expires_in_days: 'Expiry' };
 
 interface KeyForm {
   label: string;
@@ -26,7 +32,7 @@ export function keysRoutes(app: FastifyInstance, ctx: WebContext): void {
   app.get('/account', authed(async (request, reply, session) => {
     const workspaces = await ctx.sessions.workspacesOf(session.userId);
     return render(request, reply, {
-      title: 'Account', nav: 'keys',
+      title: 'Account', nav: 'account',
       body: html`${accountHeader('profile')}
         <section class="card" aria-labelledby="profile-h">
           <h2 id="profile-h">Profile</h2>
@@ -42,14 +48,18 @@ export function keysRoutes(app: FastifyInstance, ctx: WebContext): void {
   app.get(KEYS_PATH, authed<{ Querystring: { revoked?: string } }>(async (request, reply, session) => {
     const flash = request.cookies[FLASH_KEY_COOKIE];
     let created: { token: string; key: KeyView } | null = null;
+    let lost: KeyView | null = null;
     if (flash) {
       reply.clearCookie(FLASH_KEY_COOKIE, cookieOptions(request, { path: KEYS_PATH }));
-      const parsed = parseBearer(`Bearer ${flash}`);
-      const keys = await ctx.services.keys.list(session.userId);
-      const key = parsed ? keys.find((k) => k.key_id === parsed.keyId) : undefined;
-      if (key) created = { token: flash, key };
+      const dot = flash.indexOf('.');
+      const keyId = flash.slice(0, Math.max(0, dot));
+      const token = ctx.sealer.open(FLASH_PURPOSE, session.userId, flash.slice(dot + 1));
+      const key = keyId ? (await ctx.services.keys.list(session.userId)).find((k) => k.key_id === keyId) : undefined;
+      if (key && typeof token === 'string' && parseBearer(`Bearer ${token}`)?.keyId === key.key_id) created = { token, key };
+      // Ran out, or sealed by another instance (or before a restart): say so rather than nothing.
+      else if (key && key.status !== 'revoked' && Date.now() - Date.parse(key.created_at) < 15 * 60_000) lost = key;
     }
-    return keysPage(ctx, request, reply, session, { created, form: EMPTY_FORM, errors: {}, revoked: request.query.revoked });
+    return keysPage(ctx, request, reply, session, { created, lost, form: EMPTY_FORM, errors: {}, revoked: request.query.revoked });
   }));
 
   app.post(KEYS_PATH, authed(async (request, reply, session) => {
@@ -59,21 +69,34 @@ export function keysRoutes(app: FastifyInstance, ctx: WebContext): void {
       expires_in_days: formValue(request.body, 'expires_in_days').trim(),
     };
     const errors: FieldErrors = {};
-    const rateLimit = wholeNumber(form.rate_limit, 'rate_limit', errors);
-    const expires = wholeNumber(form.expires_in_days, 'expires_in_days', errors);
-    if (!form.label.trim()) errors.label = 'A label is required, so that you can tell your keys apart.';
+    const { config } = ctx;
+    const label = form.label.trim();
+    if (!label) errors.label = 'Label is required, so that you can tell your keys apart.';
+    else if (label.length > LABEL_MAX) errors.label = `Label must be at most ${LABEL_MAX} characters.`;
+    const rateLimit = wholeNumber(form.rate_limit, 1, config.maxRateLimitPerMinute);
+    if (rateLimit === null) {
+      errors.rate_limit = `Rate limit must be a whole number of requests per minute from 1 to ${config.maxRateLimitPerMinute}, or empty for the default (${config.defaultRateLimitPerMinute}).`;
+    }
+    const expires = wholeNumber(form.expires_in_days, 1, EXPIRES_MAX_DAYS);
+    if (expires === null) errors.expires_in_days = `Expiry must be a whole number of days from 1 to ${EXPIRES_MAX_DAYS}, or empty for a key that never expires.`;
     if (Object.keys(errors).length === 0) {
       try {
-        const { token } = await ctx.services.keys.create(session.userId, {
+        const { key, token } = await ctx.services.keys.create(session.userId, {
           label: form.label,
-          ...(rateLimit !== undefined ? { rate_limit: rateLimit } : {}),
-          ...(expires !== undefined ? { expires_in_days: expires } : {}),
+          ...(rateLimit !== undefined && rateLimit !== null ? { rate_limit: rateLimit } : {}),
+          ...(expires !== undefined && expires !== null ? { expires_in_days: expires } : {}),
         });
-        reply.setCookie(FLASH_KEY_COOKIE, token, cookieOptions(request, { path: KEYS_PATH, maxAge: FLASH_MAX_AGE_S }));
+        const sealed = ctx.sealer.seal(FLASH_PURPOSE, session.userId, token, FLASH_TTL_MS);
+        reply.setCookie(FLASH_KEY_COOKIE, `${key.key_id}.${sealed}`, cookieOptions(request, { path: KEYS_PATH }));
         return reply.redirect(KEYS_PATH, 303);
       } catch (error) {
         if (!(error instanceof Problem) || error.code !== 'validation_failed') throw error;
-        for (const e of (error.extra.errors as { path: string; message: string }[] | undefined) ?? []) errors[e.path] ??= e.message;
+        // Checked above already; should the service's rules ever be stricter, still a sentence.
+        for (const e of (error.extra.errors as { path: string; message: string }[] | undefined) ?? []) {
+          const name = FIELD_NAMES[e.path];
+          if (name) errors[e.path] ??= `${name} is not valid: check it and try again.`;
+          else errors.form ??= 'The key could not be created. Check the form and try again.';
+        }
       }
     }
     return keysPage(ctx, request, reply, session, { created: null, form, errors, status: 422 });
@@ -105,13 +128,12 @@ export function keysRoutes(app: FastifyInstance, ctx: WebContext): void {
   }));
 }
 
-function wholeNumber(raw: string, name: string, errors: FieldErrors): number | undefined {
+/** undefined when left empty (the default applies), null when not a whole number in [min, max]. */
+function wholeNumber(raw: string, min: number, max: number): number | undefined | null {
   if (raw === '') return undefined;
-  if (!/^\d{1,9}$/.test(raw)) {
-    errors[name] = 'Enter a whole number, or leave it empty for the default.';
-    return undefined;
-  }
-  return Number(raw);
+  if (!/^\d{1,9}$/.test(raw)) return null;
+  const value = Number(raw);
+  return value >= min && value <= max ? value : null;
 }
 
 function accountHeader(tab: 'profile' | 'keys'): SafeHtml {
@@ -123,7 +145,7 @@ function accountHeader(tab: 'profile' | 'keys'): SafeHtml {
 }
 
 async function keysPage(ctx: WebContext, request: FastifyRequest, reply: FastifyReply, session: WebSession, state: {
-  created: { token: string; key: KeyView } | null; form: KeyForm; errors: FieldErrors; status?: number; revoked?: string | undefined;
+  created: { token: string; key: KeyView } | null; lost?: KeyView | null; form: KeyForm; errors: FieldErrors; status?: number; revoked?: string | undefined;
 }) {
   const keys = await ctx.services.keys.list(session.userId);
   const revoked = state.revoked ? keys.find((k) => k.key_id === state.revoked) : undefined;
@@ -132,6 +154,8 @@ async function keysPage(ctx: WebContext, request: FastifyRequest, reply: Fastify
     title: 'API keys', nav: 'keys', status: state.status ?? 200,
     body: html`${accountHeader('keys')}
       ${revoked ? notice('ok', html`Key “${revoked.label}” (<code>${revoked.key_id}</code>) is revoked.`) : ''}
+      ${state.lost ? notice('warn', html`Key “${state.lost.label}” (<code>${state.lost.key_id}</code>) was created, but its secret can no longer be shown: it is shown only once, within two minutes. If you did not copy it, revoke this key and create another.`) : ''}
+      ${state.errors.form ? notice('error', state.errors.form) : ''}
       ${state.created ? html`<section class="card secret" aria-labelledby="secret-h">
           <h2 id="secret-h">Your new key “${state.created.key.label}”</h2>
           ${notice('warn', html`<strong>Copy this key now.</strong> It is shown only this once: we keep only a hash of it, so nobody can show it to you again. If you lose it, revoke it and create a new one.`)}
@@ -144,14 +168,14 @@ async function keysPage(ctx: WebContext, request: FastifyRequest, reply: Fastify
         </section>` : ''}
       <section class="card" aria-labelledby="create-h">
         <h2 id="create-h">Create a key</h2>
-        <form method="post" action="${KEYS_PATH}" class="grid-form" novalidate>
+        <form method="post" action="${KEYS_PATH}" class="grid-form cols-3" novalidate>
           ${csrfField(request.csrfToken)}
-          ${field({ name: 'label', label: 'Label', value: state.form.label, required: true, error: state.errors.label, hint: 'What the key is for, e.g. “billing backend”.', attrs: html`maxlength="100"` })}
+          ${field({ name: 'label', label: 'Label', value: state.form.label, required: true, error: state.errors.label, hint: 'What the key is for, e.g. “billing backend”.', attrs: html`maxlength="${LABEL_MAX}"` })}
           ${field({ name: 'rate_limit', label: 'Rate limit (requests per minute)', type: 'number', value: state.form.rate_limit, error: state.errors.rate_limit,
             hint: `Default ${config.defaultRateLimitPerMinute}; at most ${config.maxRateLimitPerMinute}.`,
             attrs: html`min="1" max="${config.maxRateLimitPerMinute}" inputmode="numeric" placeholder="${config.defaultRateLimitPerMinute}"` })}
           ${field({ name: 'expires_in_days', label: 'Expires after (days)', type: 'number', value: state.form.expires_in_days, error: state.errors.expires_in_days,
-            hint: 'Default: never expires. At most 3650 days.', attrs: html`min="1" max="3650" inputmode="numeric" placeholder="never"` })}
+            hint: `Default: never expires. At most ${EXPIRES_MAX_DAYS} days.`, attrs: html`min="1" max="${EXPIRES_MAX_DAYS}" inputmode="numeric" placeholder="never"` })}
           <div class="form-actions"><button type="submit" class="btn">Create key</button></div>
         </form>
       </section>
