@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { isValidTs } from '../../../domain/turn-clock.ts';
@@ -205,6 +206,45 @@ describe('POST /messages: Idempotency-Key and the duplicate window together', ()
     assert.equal(res.json().status, 'completed');
   });
 
+  test('a retry while the first request is still being accepted gets 409 idempotency_key_in_use', async () => {
+    const u = await t.userWithAgent();
+    // What a first request with this very body leaves while it is between taking the key and
+    // accepting (fresh: not abandoned). The body hash is the service's: text, session, agent.
+    const bodyHash = createHash('sha256').update(JSON.stringify(['wait for it', null, null])).digest('hex');
+    await t.runtime.store.db.insertInto('idempotency_keys').values({
+      user_id: u.id, key: 'in-flight', body_hash: bodyHash, state: 'pending', session_id: null, job_id: null,
+      created_at: new Date().toISOString(),
+    }).execute();
+    const res = await send(t, u, { text: 'wait for it' }, { 'Idempotency-Key': 'in-flight' });
+    assert.equal(res.statusCode, 409);
+    assert.equal(res.json().code, 'idempotency_key_in_use');
+  });
+
+  test('an Idempotency-Key older than its time to live is forgotten by the next request that uses it', async () => {
+    const u = await t.userWithAgent();
+    const first = await send(t, u, { text: 'long ago' }, { 'Idempotency-Key': 'aged' });
+    await t.runtime.store.db.updateTable('idempotency_keys').set({ created_at: new Date(Date.now() - 25 * 3_600_000).toISOString() })
+      .where('user_id', '=', u.id).where('key', '=', 'aged').execute();
+    // A different body would be 422 idempotency_key_reused within the TTL; past it, it is a new message.
+    const again = await send(t, u, { text: 'something else' }, { 'Idempotency-Key': 'aged' });
+    assert.equal(again.statusCode, 200);
+    assert.equal(again.json().reply, 'You said: something else');
+    assert.notEqual(again.json().session_id, first.json().session_id);
+  });
+
+  test('an idempotent retry of a message the agent failed on is 502 agent_failed again, with no new turn', async () => {
+    const u = await t.userWithAgent();
+    const headers = { 'Idempotency-Key': 'fails' };
+    const first = await send(t, u, { text: '!fail' }, headers);
+    assert.equal(first.statusCode, 502);
+    const retry = await send(t, u, { text: '!fail' }, headers);
+    assert.equal(retry.statusCode, 502);
+    assert.equal(retry.json().code, 'agent_failed');
+    assert.equal(retry.json().session_id, first.json().session_id);
+    const page = (await transcript(t, u, first.json().session_id)).json();
+    assert.equal(page.messages.length, 2);
+  });
+
   test('Prefer: wait with an absurd number of seconds is capped at the ceiling', async () => {
     const u = await t.userWithAgent();
     const res = await send(t, u, { text: 'capped hard' }, { Prefer: 'wait=99999999999999999999' });
@@ -223,5 +263,21 @@ describe('POST /messages: a wait ceiling under a second', () => {
     assert.equal(res.statusCode, 200, 'a 300 ms turn completes within the 800 ms ceiling');
     assert.equal(res.json().reply, 'You said: short nap');
     assert.equal(res.headers['preference-applied'], 'wait=0', 'whole seconds, rounded down');
+  });
+});
+
+describe('POST /messages: the duplicate window runs out', () => {
+  let t: TestApp;
+  before(async () => { t = await startTestApp({ waitCeilingMs: 5000, duplicateWindowMs: 300 }); });
+  after(async () => { await t.close(); });
+
+  test('the same text after the window is a new message, without waiting for housekeeping', async () => {
+    const u = await t.userWithAgent();
+    const first = await send(t, u, { text: 'again later' });
+    assert.equal((await send(t, u, { text: 'again later' })).json().status, 'duplicate');
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const later = await send(t, u, { text: 'again later' });
+    assert.equal(later.json().status, 'completed');
+    assert.notEqual(later.json().session_id, first.json().session_id);
   });
 });

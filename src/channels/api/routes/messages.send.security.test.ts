@@ -29,12 +29,17 @@ test("another account's session answers exactly like a missing one, for sends an
   assert.equal((await transcript(t, owner, sessionId)).json().messages.length, 2);
 });
 
-test("another account's agent answers agent_not_found", async () => {
+test("another account's agent answers exactly like a missing one, and starts nothing", async () => {
   const owner = await t.userWithAgent();
   const stranger = await t.userWithAgent();
-  const res = await send(t, stranger, { text: 'hi', agent_id: owner.agentId });
-  assert.equal(res.statusCode, 404);
-  assert.equal(res.json().code, 'agent_not_found');
+  const strip = (body: any) => ({ ...body, request_id: undefined });
+  const other = await send(t, stranger, { text: 'hi', agent_id: owner.agentId });
+  const missing = await send(t, stranger, { text: 'hi', agent_id: 'agt_0000000000000000000000' });
+  assert.equal(other.statusCode, 404);
+  assert.equal(other.json().code, 'agent_not_found');
+  assert.deepEqual(strip(other.json()), strip(missing.json()));
+  const sessions = await t.runtime.store.db.selectFrom('sessions').select('id').where('agent_id', '=', owner.agentId).execute();
+  assert.equal(sessions.length, 0);
 });
 
 test('duplicates and idempotency keys are per account', async () => {
