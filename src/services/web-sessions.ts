@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { randomBase62 } from '../domain/ids.ts';
 import type { Plan, Role } from '../store/schema.ts';
+import { instanceSecret } from '../store/repos/instance-secrets.ts';
 import type { Store } from '../store/store.ts';
 
 /**
@@ -41,6 +42,14 @@ export class WebSessionsService {
 
   constructor(deps: WebSessionsDeps) {
     this.deps = deps;
+  }
+
+  /**
+   * The key the web app seals values with on their way to the next page (a new API key's
+   * secret): one per deployment, so the next page may be served by another instance.
+   */
+  sealingKey(): Promise<Buffer> {
+    return instanceSecret(this.deps.store.db, 'web.sealing-key');
   }
 
   private get idleMs(): number {

@@ -21,6 +21,7 @@ export interface DB {
   actions: ActionsTable;
   questions: QuestionsTable;
   web_sessions: WebSessionsTable;
+  instance_secrets: InstanceSecretsTable;
 }
 
 export type Plan = 'free' | 'pro';
@@ -206,3 +207,10 @@ export type NewJob = Insertable<JobsTable>;
 export type Mission = Selectable<MissionsTable>;
 export type Action = Selectable<ActionsTable>;
 export type Question = Selectable<QuestionsTable>;
+
+/** Deployment-wide secrets (repos/instance-secrets.ts). */
+export interface InstanceSecretsTable {
+  name: string;
+  value: string; // base64
+  created_at: string;
+}

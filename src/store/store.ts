@@ -7,6 +7,7 @@ import type { DB } from './schema.ts';
 import { openNodeSqlite } from './node-sqlite-adapter.ts';
 import * as m001 from './migrations/001_initial.ts';
 import * as m002RateLimits from './migrations/002_rate_limits.ts';
+import * as m003InstanceSecrets from './migrations/003_instance_secrets.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -138,6 +139,7 @@ async function migrate(store: Store): Promise<void> {
   const all: Record<string, Migration> = {
     '001_initial': { up: (db) => m001.up(db, store.dialect) },
     '002_rate_limits': { up: (db) => m002RateLimits.up(db, store.dialect) },
+    '003_instance_secrets': { up: (db) => m003InstanceSecrets.up(db) },
   };
   const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => all } });
   const { error } = await migrator.migrateToLatest();

@@ -12,10 +12,13 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
  * cannot be opened on another: pages must cope with `open` answering null.
  */
 export class Sealer {
-  private readonly key = randomBytes(32);
+  private readonly key: Buffer;
   private readonly now: () => number;
 
-  constructor(options: { now?: () => number } = {}) {
+  /** `key`: 32 bytes shared by every instance (a random one, for this process only, if absent). */
+  constructor(options: { key?: Buffer; now?: () => number } = {}) {
+    this.key = options.key ?? randomBytes(32);
+    if (this.key.length !== 32) throw new Error('a sealing key is 32 bytes');
     this.now = options.now ?? Date.now;
   }
 

@@ -46,12 +46,13 @@ function loadAsset(name: string, type: string): Asset {
  */
 export function webChannel(runtime: Runtime, options: WebChannelOptions = {}) {
   return async function register(scope: FastifyInstance): Promise<void> {
+    const sessions = new WebSessionsService({ store: runtime.store, idleMinutes: runtime.config.webSessionIdleMinutes });
     const ctx: WebContext = {
       services: runtime.services,
       config: runtime.config,
-      sessions: new WebSessionsService({ store: runtime.store, idleMinutes: runtime.config.webSessionIdleMinutes }),
+      sessions,
       throttle: new LoginThrottle(options.throttle),
-      sealer: new Sealer(),
+      sealer: new Sealer({ key: await sessions.sealingKey() }),
     };
     await scope.register(cookie);
     // Room for the longest chat message the server accepts: 32,000 characters of up to 4 bytes,
