@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Redis } from 'ioredis';
+import { redisAnswers, TEST_REDIS_URL } from '../testing/redis.ts';
 import type { Config } from '../config.ts';
 import { API, freshDatabase, startTestApp, TEST_DB, type TestApp } from '../testing/harness.ts';
 import { MemoryRateLimiter } from './memory.ts';
@@ -12,20 +13,7 @@ import { RedisRateLimiter } from './redis.ts';
  * quota through the real HTTP surface (auth hook, headers, 429).
  */
 const onPostgres = TEST_DB === 'postgres' ? false : 'several instances need PostgreSQL (the PostgreSQL pass)';
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 
-async function redisAnswers(): Promise<boolean> {
-  const probe = new Redis(REDIS_URL, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  probe.on('error', () => {});
-  try {
-    await probe.connect();
-    return (await probe.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    probe.disconnect();
-  }
-}
 
 test('unset, the limiter follows the database; memory stays selectable', async () => {
   const t = await startTestApp();
@@ -67,12 +55,12 @@ for (const store of ['auto', 'redis'] as const) {
   const name = store === 'auto' ? 'the default (PostgreSQL) limiter' : 'the Redis limiter';
   test(`two instances with ${name}: one key, requests alternating between them, at most L accepted`, { skip: onPostgres }, async (t) => {
     if (store === 'redis' && !(await redisAnswers())) {
-      if (process.env.CI === 'true') throw new Error(`Redis does not answer at ${REDIS_URL}`);
-      t.skip(`Redis does not answer at ${REDIS_URL}`);
+      if (process.env.CI === 'true') throw new Error(`Redis does not answer at ${TEST_REDIS_URL}`);
+      t.skip(`Redis does not answer at ${TEST_REDIS_URL}`);
       return;
     }
     const limit = 10;
-    await twoInstances({ rateLimitStore: store, redisUrl: REDIS_URL }, limit, async (apps, auth, keyId) => {
+    await twoInstances({ rateLimitStore: store, redisUrl: TEST_REDIS_URL }, limit, async (apps, auth, keyId) => {
       try {
         const responses = await alternating(apps, auth, 3 * limit);
         assert.deepEqual(responses.map((r) => r.statusCode), [...Array(limit).fill(200), ...Array(2 * limit).fill(429)]);
@@ -92,7 +80,7 @@ for (const store of ['auto', 'redis'] as const) {
       } finally {
         const limiter = apps[0]!.runtime.rateLimiter;
         if (limiter instanceof RedisRateLimiter) {
-          const admin = new Redis(REDIS_URL);
+          const admin = new Redis(TEST_REDIS_URL);
           await admin.del(...Object.values(limiter.keysOf(keyId)));
           admin.disconnect();
         }

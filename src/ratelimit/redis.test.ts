@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { Redis } from 'ioredis';
+import { redisAnswers, TEST_REDIS_URL } from '../testing/redis.ts';
 import { randomBase62 } from '../domain/ids.ts';
 import { rateLimiterConformance } from './rate-limiter.conformance.ts';
 import { WINDOW_MS } from './rate-limiter.ts';
@@ -10,28 +11,15 @@ import { RedisRateLimiter } from './redis.ts';
  * The Redis limiter against a real Redis (REDIS_URL, default 127.0.0.1:6379), under a key prefix
  * of its own per run, removed afterwards. Without a Redis it skips, except under CI=true.
  */
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PREFIX = `agent-channel-test:${randomBase62(10)}:`;
 
-async function redisAnswers(): Promise<boolean> {
-  const probe = new Redis(REDIS_URL, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  probe.on('error', () => {}); // the failed connect is the answer; nothing to report twice
-  try {
-    await probe.connect();
-    return (await probe.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    probe.disconnect();
-  }
-}
 
 const reachable = await redisAnswers();
-if (!reachable && process.env.CI === 'true') throw new Error(`Redis does not answer at ${REDIS_URL}; CI requires the Redis limiter tests.`);
-const skip = reachable ? false : `Redis does not answer at ${REDIS_URL} (start redis-server to run these)`;
+if (!reachable && process.env.CI === 'true') throw new Error(`Redis does not answer at ${TEST_REDIS_URL}; CI requires the Redis limiter tests.`);
+const skip = reachable ? false : `Redis does not answer at ${TEST_REDIS_URL} (start redis-server to run these)`;
 
-const instances: RedisRateLimiter[] = reachable ? [0, 1, 2].map(() => new RedisRateLimiter(REDIS_URL, PREFIX)) : [];
-const admin = reachable ? new Redis(REDIS_URL) : null;
+const instances: RedisRateLimiter[] = reachable ? [0, 1, 2].map(() => new RedisRateLimiter(TEST_REDIS_URL, PREFIX)) : [];
+const admin = reachable ? new Redis(TEST_REDIS_URL) : null;
 let turn = 0;
 
 after(async () => {

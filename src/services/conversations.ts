@@ -274,18 +274,7 @@ export class ConversationsService {
 
   /** §4: turns after `after`, oldest first; other accounts' sessions are "not found". */
   async transcript(userId: string, sessionId: string, options: { after?: string | undefined; limit?: number | undefined } = {}): Promise<TranscriptResult> {
-    const after = options.after ?? null;
-    if (after !== null && !isValidTs(after)) {
-      throw Problem.validation([{ path: 'after', message: 'must be a turn ts such as 2026-11-22T12:34:56.789012Z' }]);
-    }
-    const limit = options.limit ?? 50;
-    if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw Problem.validation([{ path: 'limit', message: 'must be an integer from 1 to 200' }]);
-    const session = await this.findOwnSession(userId, sessionId);
-    if (!session) throw new Problem('session_not_found', 'No such session.');
-    const [page, status] = await Promise.all([
-      readTranscript(this.deps.store.db, session.id, after, limit),
-      sessionStatus(this.deps.store.db, session.id),
-    ]);
+    const { session, status, page } = await this.readPage(userId, sessionId, 'after', options.after, options.limit, readTranscript);
     return { session_id: session.id, agent_id: session.agent_id, status, messages: page.messages, has_more: page.hasMore };
   }
 
@@ -294,19 +283,27 @@ export class ConversationsService {
    * chat: a long conversation opens at its end. `has_earlier` says whether older turns exist.
    */
   async latestTranscript(userId: string, sessionId: string, options: { before?: string | undefined; limit?: number | undefined } = {}): Promise<TranscriptResult & { has_earlier: boolean }> {
-    const before = options.before ?? null;
-    if (before !== null && !isValidTs(before)) {
-      throw Problem.validation([{ path: 'before', message: 'must be a turn ts such as 2026-11-22T12:34:56.789012Z' }]);
+    const { session, status, page } = await this.readPage(userId, sessionId, 'before', options.before, options.limit, readLastTurns);
+    return { session_id: session.id, agent_id: session.agent_id, status, messages: page.messages, has_more: options.before !== undefined, has_earlier: page.hasMore };
+  }
+
+  /** One page of a session's turns, its cursor and limit checked before the session is looked up. */
+  private async readPage(
+    userId: string, sessionId: string, cursorName: 'after' | 'before', cursor: string | undefined, limitOption: number | undefined,
+    read: typeof readTranscript,
+  ) {
+    if (cursor !== undefined && !isValidTs(cursor)) {
+      throw Problem.validation([{ path: cursorName, message: 'must be a turn ts such as 2026-11-22T12:34:56.789012Z' }]);
     }
-    const limit = options.limit ?? 50;
+    const limit = limitOption ?? 50;
     if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw Problem.validation([{ path: 'limit', message: 'must be an integer from 1 to 200' }]);
     const session = await this.findOwnSession(userId, sessionId);
     if (!session) throw new Problem('session_not_found', 'No such session.');
     const [page, status] = await Promise.all([
-      readLastTurns(this.deps.store.db, session.id, before, limit),
+      read(this.deps.store.db, session.id, cursor ?? null, limit),
       sessionStatus(this.deps.store.db, session.id),
     ]);
-    return { session_id: session.id, agent_id: session.agent_id, status, messages: page.messages, has_more: before !== null, has_earlier: page.hasMore };
+    return { session, status, page };
   }
 
   /**
