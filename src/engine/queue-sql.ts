@@ -1,7 +1,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { DB, Job, JobKind, JobStatus } from '../store/schema.ts';
 import { prepared } from '../store/prepared.ts';
-import type { Dialect } from '../store/store.ts';
+import type { Dialect, Store } from '../store/store.ts';
 
 /**
  * Every statement the work queue runs, in one place (as pg-boss keeps its "plans").
@@ -32,7 +32,8 @@ const insertJobRow = prepared((db, agentId: string, sessionId: string, userId: s
 
 /**
  * Inserts a job at the end of its agent's line: queued, or already running under `claim` when
- * the caller made sure the agent has room (see agentLineLength / tryLockAgent). One statement.
+ * the caller made sure the agent has room (see agentLineLength). One statement. The caller
+ * holds the agent's line (lockAgentLine).
  */
 export async function insertJob(trx: Transaction<DB>, job: NewJob, claim: { owner: string; leaseMs: number } | null): Promise<Job> {
   const now = new Date();
@@ -43,8 +44,24 @@ export async function insertJob(trx: Transaction<DB>, job: NewJob, claim: { owne
 }
 
 /** Enqueues a job for whichever runner gets to it; returns its id. */
-export async function enqueueJob(trx: Transaction<DB>, job: NewJob): Promise<number> {
+export async function enqueueJob(trx: Transaction<DB>, store: QueueStore, job: NewJob): Promise<number> {
+  await lockAgentLine(trx, store, job.agentId);
   return (await insertJob(trx, job, null)).id;
+}
+
+/** What the queue needs to know of the store it runs on. */
+export type QueueStore = Pick<Store, 'dialect' | 'pgSchema'>;
+
+/**
+ * Holds the agent's line for the rest of the transaction, before a job joins it. On PostgreSQL
+ * a job's place is its id, given at insert, not at commit: without this, a newer job could be
+ * claimed past an older one whose transaction has not committed yet. Claims only try the lock
+ * (claimInTransaction), so a runner never waits behind an enqueue. SQLite writes one
+ * transaction at a time: nothing to do.
+ */
+export async function lockAgentLine(trx: Transaction<DB>, store: QueueStore, agentId: string): Promise<void> {
+  if (store.dialect !== 'postgres') return;
+  await sql`select pg_advisory_xact_lock(hashtext(${(store.pgSchema ?? '') + agentId}))`.execute(trx);
 }
 
 const openJobsOfAgent = prepared((db, agentId: string) => db.selectFrom('jobs')
@@ -56,11 +73,8 @@ export async function agentLineLength(trx: Transaction<DB>, agentId: string): Pr
   return Number(row?.open ?? 0);
 }
 
-/**
- * PostgreSQL: serialises claims for one agent across instances for the rest of the transaction;
- * false when another transaction holds it (that one is claiming; this one should not wait).
- */
-export async function tryLockAgent(trx: Transaction<DB>, lockNamespace: string, agentId: string): Promise<boolean> {
+/** PostgreSQL: the agent's line if nobody holds it (see lockAgentLine); false rather than wait. */
+async function tryLockAgentLine(trx: Transaction<DB>, lockNamespace: string, agentId: string): Promise<boolean> {
   const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_xact_lock(hashtext(${lockNamespace + agentId})) as locked`.execute(trx);
   return rows[0]?.locked === true;
 }
@@ -90,7 +104,7 @@ export async function claimInTransaction(
   trx: Transaction<DB>, dialect: Dialect, candidate: { id: number; agent_id: string },
   owner: string, leaseMs: number, perAgent: number, lockNamespace: string,
 ): Promise<Job | null> {
-  if (dialect === 'postgres' && !(await tryLockAgent(trx, lockNamespace, candidate.agent_id))) return null;
+  if (dialect === 'postgres' && !(await tryLockAgentLine(trx, lockNamespace, candidate.agent_id))) return null;
   const now = new Date();
   const job = await trx.updateTable('jobs').set((eb) => ({
     status: 'running',

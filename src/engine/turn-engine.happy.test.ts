@@ -119,4 +119,28 @@ describe('turn engine on PostgreSQL: several instances share one queue', { skip:
       await database.drop();
     }
   });
+
+  test('two instances, one agent, a burst of overlapping sends: turns start in the order of their place in line', async () => {
+    const database = await freshDatabase();
+    const a = await startTestApp({ waitCeilingMs: 10_000, instanceId: 'instance-a' }, { database });
+    const b = await startTestApp({ waitCeilingMs: 10_000, instanceId: 'instance-b' }, { database });
+    try {
+      const u = await a.userWithAgent();
+      // A job's place is its id, drawn at insert; an older one whose transaction commits late
+      // must still not be overtaken by a newer one that found the agent free.
+      const sent = await Promise.all(Array.from({ length: 40 }, (_, i) =>
+        send(i % 2 ? b : a, u, { text: `burst ${i}`, agent_id: u.agentId }, { Prefer: 'wait=0' })));
+      for (const r of sent) assert.equal(r.statusCode, 202, r.body);
+      await allIdle(a, u.agentId);
+      const jobs = await a.runtime.store.db.selectFrom('jobs').select(['id', 'started_at', 'finished_at']).where('agent_id', '=', u.agentId).orderBy('id').execute();
+      assert.equal(jobs.length, 40);
+      for (let i = 1; i < jobs.length; i++) {
+        assert.ok(jobs[i]!.started_at! >= jobs[i - 1]!.finished_at!, `job ${jobs[i]!.id} started before job ${jobs[i - 1]!.id} had finished`);
+      }
+    } finally {
+      await a.close();
+      await b.close();
+      await database.drop();
+    }
+  });
 });

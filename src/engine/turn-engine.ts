@@ -4,7 +4,7 @@ import type { Store } from '../store/store.ts';
 import type { Bus, BusEvent } from './bus.ts';
 import {
   agentLineLength, claimInTransaction, findClaimable, finishJob, getJob, insertJob, releaseJob, renewLeases, requeueAllRunning,
-  requeueExpired, tryLockAgent, type NewJob,
+  lockAgentLine, requeueExpired, type NewJob,
 } from './queue-sql.ts';
 
 /** Inside a transaction: run this once it has committed, or this if it rolled back. */
@@ -229,21 +229,31 @@ export class TurnEngine {
    * transaction commits (no second statement, no scan); otherwise runners are told there is work.
    */
   async enqueue(trx: Transaction<DB>, stage: Stage, hooks: TxHooks, job: NewJob): Promise<Job> {
+    // Whatever fails from here on, the rollback gives back the slot this unit took, and runners
+    // look again: the agent's line was held by this transaction, so a claim may have given up.
+    let reservedHere = false;
+    hooks.onRollback(() => {
+      if (reservedHere) this.reserved--;
+      this.kick();
+    });
+    await lockAgentLine(trx, this.options.store, job.agentId);
     let claim = false;
     if (this.canRunMore()) {
       this.reserved++; // held from here, so concurrent enqueues never promise the same slot twice
-      const { dialect, pgSchema } = this.options.store;
-      claim = (dialect !== 'postgres' || await tryLockAgent(trx, pgSchema ?? '', job.agentId))
-        && (await agentLineLength(trx, job.agentId)) < this.options.perAgent;
-      if (!claim) this.reserved--;
+      reservedHere = true;
+      claim = (await agentLineLength(trx, job.agentId)) < this.options.perAgent;
+      if (!claim) {
+        this.reserved--;
+        reservedHere = false;
+      }
     }
     const row = await insertJob(trx, job, claim ? { owner: this.options.instanceId, leaseMs: this.options.leaseMs } : null);
     if (claim) {
       hooks.afterCommit(() => {
         this.reserved--;
+        reservedHere = false;
         this.launch(row);
       });
-      hooks.onRollback(() => { this.reserved--; });
     } else {
       await stage({ type: 'job_enqueued', agentId: job.agentId });
     }

@@ -5,7 +5,7 @@ import { ToolRegistry } from '../brains/tools.ts';
 import { claimInTransaction, finishJob, getJob, requeueAllRunning } from '../engine/queue-sql.ts';
 import { startTestApp, type TestApp } from '../testing/harness.ts';
 import {
-  actionState, agentTexts, decideOne, draftAction, queueDrained, settledTranscript, transcript, unique,
+  actionState, agentTexts, answerOne, askQuestion, decideOne, draftAction, queueDrained, settledTranscript, transcript, unique,
 } from './missions.test-helper.ts';
 import { TurnWorker } from './turn-worker.ts';
 
@@ -116,6 +116,34 @@ test('the orphan sweep fails an action left executing after its job finished, an
     await app.runtime.services.missions.closeOrphanedMissions();
     assert.deepEqual(await actionState(app, stranded.operationId), { action: 'failed', mission: 'stopped' });
     assert.deepEqual(await actionState(app, inFlight.operationId), { action: 'executing', mission: 'active' });
+  } finally {
+    await app.close();
+  }
+});
+
+test('the sweep settles a mission left active after its continuation ended without a word (a rejection, an answer)', async () => {
+  const app = await startTestApp();
+  try {
+    const owner = await app.userWithAgent();
+    const rejected = await draftAction(app, owner, 'email', unique('Rejected and stranded'));
+    const asked = await askQuestion(app, owner, 'text', unique('Stranded question?'), { target: { agentId: owner.agentId } });
+    const waiting = await draftAction(app, owner, 'email', unique('Still waiting'), { agentId: owner.agentId });
+    await app.runtime.engine.stop(0);
+    assert.equal((await decideOne(app, owner, { operation_id: rejected.operationId, decision: 'reject', reason: 'not now' })).outcome, 'rejected');
+    assert.equal((await answerOne(app, owner, asked.requestId, 'an answer')).accepted, true);
+    const { db } = app.runtime.store;
+    const missionOf = async (sessionId: string) =>
+      (await db.selectFrom('missions').select('status').where('session_id', '=', sessionId).executeTakeFirstOrThrow()).status;
+    assert.equal(await missionOf(rejected.sessionId), 'active');
+    assert.equal(await missionOf(asked.sessionId), 'active');
+    // The engine's last resort: both continuations closed with no turn and no settling.
+    await db.updateTable('jobs').set({ status: 'failed', finished_at: new Date().toISOString() })
+      .where('session_id', 'in', [rejected.sessionId, asked.sessionId]).where('kind', '=', 'continuation').execute();
+
+    await app.runtime.services.missions.closeOrphanedMissions();
+    assert.equal(await missionOf(rejected.sessionId), 'stopped');
+    assert.equal(await missionOf(asked.sessionId), 'stopped');
+    assert.equal(await missionOf(waiting.sessionId), 'waiting', 'a mission waiting on a person is left alone');
   } finally {
     await app.close();
   }

@@ -259,9 +259,10 @@ export class MissionsService {
 
   /** Enqueues a mission's next unit of work; it runs as the mission's owner, in the agent's FIFO line. */
   private async continueMission(trx: Transaction<DB>, on: Action | Question, payload: JobPayload): Promise<void> {
-    await enqueueJob(trx, { agentId: on.agent_id, sessionId: on.session_id, userId: on.owner_user_id, kind: 'continuation', payload, userTurnId: null });
+    // The mission row before the agent's line: the order the finishing transaction takes them in.
     await trx.updateTable('missions').set({ status: 'active', updated_at: isoNow() })
       .where('id', '=', on.mission_id).where('status', '!=', 'closed').execute();
+    await enqueueJob(trx, this.deps.store, { agentId: on.agent_id, sessionId: on.session_id, userId: on.owner_user_id, kind: 'continuation', payload, userTurnId: null });
   }
 
   private async isMemberOfAgentWorkspace(userId: string, agentId: string): Promise<boolean> {
@@ -284,8 +285,11 @@ export class MissionsService {
    */
   async closeOrphanedMissions(scope: { missionId?: string; involving?: string } = {}): Promise<number> {
     const closed = await this.closeOrphans(scope);
-    // The periodic sweep (no scope) also settles actions that nothing will ever finish.
-    if (scope.missionId === undefined && scope.involving === undefined) await this.failStrandedActions();
+    // The periodic sweep (no scope) also settles actions and missions nothing will ever finish.
+    if (scope.missionId === undefined && scope.involving === undefined) {
+      await this.failStrandedActions();
+      await this.settleStrandedMissions();
+    }
     return closed;
   }
 
@@ -347,6 +351,30 @@ export class MissionsService {
       });
     }
     return failed;
+  }
+
+  /**
+   * A mission is 'active' while a continuation of it is queued or running, and that
+   * continuation settles it when it finishes. Only a runner that could not write even its
+   * failure (the engine's last resort) leaves one 'active' with none: it is settled here as
+   * stopped (or waiting, if something in it is still open). Returns how many.
+   */
+  async settleStrandedMissions(): Promise<number> {
+    const active = await this.db.selectFrom('missions').select('id').where('status', '=', 'active').execute();
+    let settled = 0;
+    for (const { id } of active) {
+      settled += await this.db.transaction().execute(async (trx) => {
+        // Under the mission's lock: still active, and still nothing queued or running for it?
+        const mission = await trx.selectFrom('missions').select(['status', 'session_id']).where('id', '=', id)
+          .$if(this.deps.store.dialect === 'postgres', (q) => q.forUpdate()).executeTakeFirst();
+        if (mission?.status !== 'active') return 0;
+        const open = await openContinuations(trx, mission.session_id, null);
+        if (open.some((p) => p.kind !== 'message' && p.missionId === id)) return 0;
+        await settleMission(trx, this.deps.store.dialect, id, 'stopped', null);
+        return 1;
+      });
+    }
+    return settled;
   }
 }
 

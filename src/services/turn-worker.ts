@@ -45,8 +45,10 @@ export class TurnWorker implements JobHandler {
     if (payload.kind === 'action_approved') {
       // Marked before it runs: after a crash here the retry sees "executing" and runs it again
       // under the same operation_id (the tool's idempotency key).
-      await this.store.db.updateTable('actions').set({ status: 'executing' })
-        .where('id', '=', payload.operationId).where('status', 'in', ['approved', 'executing']).execute();
+      const marked = await this.store.db.updateTable('actions').set({ status: 'executing' })
+        .where('id', '=', payload.operationId).where('status', 'in', ['approved', 'executing']).executeTakeFirst();
+      // Closed since brainInput read it (the orphan sweep): the tool must not run.
+      if (Number(marked.numUpdatedRows) !== 1) return this.closeMission(job, payload);
     }
     let result = await this.brain.respond(input, this.context(job, signal));
     if (result.action && !this.tools.get(result.action.kind)) {
@@ -164,7 +166,7 @@ export class TurnWorker implements JobHandler {
       }).execute();
       if (!needsPermission) {
         // Nobody is asked: its continuation goes into the agent's line now, as an approval's would.
-        await enqueueJob(trx, {
+        await enqueueJob(trx, this.store, {
           agentId: job.agent_id, sessionId: job.session_id, userId: job.user_id, kind: 'continuation', userTurnId: null,
           payload: { kind: 'action_approved', missionId, operationId: a.operationId } satisfies JobPayload,
         });
