@@ -1,7 +1,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { DB, Job, JobKind, JobStatus } from '../store/schema.ts';
 import { prepared } from '../store/prepared.ts';
-import type { Dialect, Store } from '../store/store.ts';
+import type { Store } from '../store/store.ts';
 
 /**
  * Every statement the work queue runs, in one place (as pg-boss keeps its "plans").
@@ -61,8 +61,17 @@ export type QueueStore = Pick<Store, 'dialect' | 'pgSchema'>;
  */
 export async function lockAgentLine(trx: Transaction<DB>, store: QueueStore, agentId: string): Promise<void> {
   if (store.dialect !== 'postgres') return;
-  await sql`select pg_advisory_xact_lock(hashtext(${(store.pgSchema ?? '') + agentId}))`.execute(trx);
+  await sql`select pg_advisory_xact_lock(${agentLineKey(store, agentId)})`.execute(trx);
 }
+
+/** PostgreSQL: the agent's line if nobody holds it (see lockAgentLine); false rather than wait. */
+async function tryLockAgentLine(trx: Transaction<DB>, store: QueueStore, agentId: string): Promise<boolean> {
+  const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_xact_lock(${agentLineKey(store, agentId)}) as locked`.execute(trx);
+  return rows[0]?.locked === true;
+}
+
+/** The advisory lock of one agent's line: per schema, so test runs sharing a database never meet. */
+const agentLineKey = (store: QueueStore, agentId: string) => sql`hashtext(${(store.pgSchema ?? '') + agentId})`;
 
 const openJobsOfAgent = prepared((db, agentId: string) => db.selectFrom('jobs')
   .select((eb) => eb.fn.countAll<number>().as('open')).where('agent_id', '=', agentId).where(isOpen));
@@ -71,12 +80,6 @@ const openJobsOfAgent = prepared((db, agentId: string) => db.selectFrom('jobs')
 export async function agentLineLength(trx: Transaction<DB>, agentId: string): Promise<number> {
   const [row] = await openJobsOfAgent(trx, agentId);
   return Number(row?.open ?? 0);
-}
-
-/** PostgreSQL: the agent's line if nobody holds it (see lockAgentLine); false rather than wait. */
-async function tryLockAgentLine(trx: Transaction<DB>, lockNamespace: string, agentId: string): Promise<boolean> {
-  const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_xact_lock(hashtext(${lockNamespace + agentId})) as locked`.execute(trx);
-  return rows[0]?.locked === true;
 }
 
 // A job may start when fewer than perAgent of its agent's jobs are running or queued before it.
@@ -101,10 +104,10 @@ export async function findClaimable(db: Kysely<DB>, perAgent: number, limit: num
  * instances (the others skip it rather than wait).
  */
 export async function claimInTransaction(
-  trx: Transaction<DB>, dialect: Dialect, candidate: { id: number; agent_id: string },
-  owner: string, leaseMs: number, perAgent: number, lockNamespace: string,
+  trx: Transaction<DB>, store: QueueStore, candidate: { id: number; agent_id: string },
+  owner: string, leaseMs: number, perAgent: number,
 ): Promise<Job | null> {
-  if (dialect === 'postgres' && !(await tryLockAgentLine(trx, lockNamespace, candidate.agent_id))) return null;
+  if (store.dialect === 'postgres' && !(await tryLockAgentLine(trx, store, candidate.agent_id))) return null;
   const now = new Date();
   const job = await trx.updateTable('jobs').set((eb) => ({
     status: 'running',
@@ -166,6 +169,13 @@ export async function getJob(db: Kysely<DB>, id: number): Promise<Job | undefine
 
 const openJobsOfSession = prepared((db, sessionId: string) => db.selectFrom('jobs').select('status')
   .where('session_id', '=', sessionId).where(isOpen));
+
+/** The payloads of a session's continuations still queued or running (other than `exceptJobId`). */
+export async function openContinuationPayloads(db: Kysely<DB>, sessionId: string, exceptJobId: number | null): Promise<unknown[]> {
+  const rows = await db.selectFrom('jobs').select(['id', 'payload'])
+    .where('session_id', '=', sessionId).where(isOpen).where('kind', '=', 'continuation').execute();
+  return rows.filter((row) => Number(row.id) !== exceptJobId).map((row) => JSON.parse(row.payload) as unknown);
+}
 
 export type SessionStatus = 'idle' | 'processing' | 'queued';
 

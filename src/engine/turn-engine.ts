@@ -251,7 +251,6 @@ export class TurnEngine {
     if (claim) {
       hooks.afterCommit(() => {
         this.reserved--;
-        reservedHere = false;
         this.launch(row);
       });
     } else {
@@ -284,7 +283,7 @@ export class TurnEngine {
   }
 
   private async fill(): Promise<void> {
-    const { db, dialect, pgSchema } = this.options.store;
+    const { db } = this.options.store;
     while (this.canRunMore()) {
       const free = this.options.concurrency - this.active.size - this.reserved;
       if (free <= 0) return;
@@ -293,8 +292,8 @@ export class TurnEngine {
       let claimedAny = false;
       for (const candidate of candidates) {
         if (!this.canRunMore()) return;
-        const job = await this.transact((trx) => claimInTransaction(trx, dialect, candidate, this.options.instanceId,
-          this.options.leaseMs, this.options.perAgent, pgSchema ?? ''));
+        const job = await this.transact((trx) => claimInTransaction(trx, this.options.store, candidate, this.options.instanceId,
+          this.options.leaseMs, this.options.perAgent));
         if (job) {
           claimedAny = true;
           this.launch(job);

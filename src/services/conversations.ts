@@ -50,7 +50,7 @@ export interface SessionListItem {
   channel: string;
   created_at: string;
   last_activity: string;
-  status: TranscriptResult['status'];
+  status: SessionStatus;
 }
 
 export interface ConversationsDeps {

@@ -29,7 +29,7 @@ test('a crash between "executing" and "done" runs the tool again with the same i
   await t.runtime.engine.stop(0); // from here on, only this test runs jobs
 
   assert.equal((await decideOne(t, owner, { operation_id: drafted.operationId, decision: 'approve' })).ok, true);
-  const { db, dialect, pgSchema } = t.runtime.store;
+  const { db } = t.runtime.store;
   const queued = await db.selectFrom('jobs').select(['id', 'agent_id']).where('session_id', '=', drafted.sessionId)
     .where('kind', '=', 'continuation').where('status', '=', 'queued').execute();
   assert.equal(queued.length, 1);
@@ -43,7 +43,7 @@ test('a crash between "executing" and "done" runs the tool again with the same i
   const actionStatus = async () => (await db.selectFrom('actions').select('status').where('id', '=', drafted.operationId).executeTakeFirstOrThrow()).status;
 
   // First life: claims the job, marks the action executing, runs the tool, and dies before finishing.
-  const firstClaim = await db.transaction().execute((trx) => claimInTransaction(trx, dialect, candidate, 'instance-that-dies', 60_000, 1, pgSchema ?? ''));
+  const firstClaim = await db.transaction().execute((trx) => claimInTransaction(trx, t.runtime.store, candidate, 'instance-that-dies', 60_000, 1));
   assert.ok(firstClaim);
   await new TurnWorker({ store: t.runtime.store, brain: new BuiltinBrain(), tools }).run(firstClaim, new AbortController().signal);
   assert.equal(await actionStatus(), 'executing');
@@ -52,7 +52,7 @@ test('a crash between "executing" and "done" runs the tool again with the same i
 
   // Restart: interrupted work goes back in line and a new runner takes it over.
   assert.equal(await requeueAllRunning(db), 1);
-  const secondClaim = await db.transaction().execute((trx) => claimInTransaction(trx, dialect, candidate, 'instance-after-restart', 60_000, 1, pgSchema ?? ''));
+  const secondClaim = await db.transaction().execute((trx) => claimInTransaction(trx, t.runtime.store, candidate, 'instance-after-restart', 60_000, 1));
   assert.ok(secondClaim);
   assert.equal(secondClaim.attempts, 2);
   const finisher = await new TurnWorker({ store: t.runtime.store, brain: new BuiltinBrain(), tools }).run(secondClaim, new AbortController().signal);

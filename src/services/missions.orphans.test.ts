@@ -135,11 +135,11 @@ test('a mission closed while its continuation runs stays closed when the continu
     const drafted = await draftAction(app, member, 'email', unique('closed mid-run'), { agentId: workspaceOwner.agentId });
     await app.runtime.engine.stop(0); // from here on, only this test runs jobs
     assert.equal((await decideOne(app, member, { operation_id: drafted.operationId, decision: 'reject', reason: 'later' })).ok, true);
-    const { db, dialect, pgSchema } = app.runtime.store;
+    const { db } = app.runtime.store;
     const queued = await db.selectFrom('jobs').select(['id', 'agent_id']).where('session_id', '=', drafted.sessionId)
       .where('kind', '=', 'continuation').executeTakeFirstOrThrow();
     const claimed = await db.transaction().execute((trx) =>
-      claimInTransaction(trx, dialect, { id: Number(queued.id), agent_id: queued.agent_id }, 'by-hand', 60_000, 1, pgSchema ?? ''));
+      claimInTransaction(trx, app.runtime.store, { id: Number(queued.id), agent_id: queued.agent_id }, 'by-hand', 60_000, 1));
     assert.ok(claimed);
     // run() sees a live mission and the brain re-plans; then the sweep closes the mission; then the outcome is written.
     const worker = new TurnWorker({ store: app.runtime.store, brain: new BuiltinBrain(), tools: builtinToolRegistry() });

@@ -1,9 +1,9 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { z } from 'zod';
 import type { Brain } from '../brains/brain.ts';
 import { looksLikeId } from '../domain/ids.ts';
 import { isLongerThan, Problem, TEXT_MAX_LENGTH } from '../domain/problems.ts';
-import { enqueueJob } from '../engine/queue-sql.ts';
+import { enqueueJob, openContinuationPayloads } from '../engine/queue-sql.ts';
 import type { TurnEngine } from '../engine/turn-engine.ts';
 import type { Action, DB, MissionStatus, Question } from '../store/schema.ts';
 import type { Dialect, Store } from '../store/store.ts';
@@ -380,11 +380,7 @@ export class MissionsService {
 
 /** Continuations of a session's missions still queued or running (other than `exceptJobId`). */
 async function openContinuations(db: Kysely<DB>, sessionId: string, exceptJobId: number | null): Promise<JobPayload[]> {
-  // A literal status condition, so that the partial index over unfinished jobs serves it.
-  const rows = await db.selectFrom('jobs').select(['id', 'payload'])
-    .where('session_id', '=', sessionId).where(sql<boolean>`status in ('queued', 'running')`).where('kind', '=', 'continuation')
-    .execute();
-  return rows.filter((row) => Number(row.id) !== exceptJobId).map((row) => JSON.parse(row.payload) as JobPayload);
+  return (await openContinuationPayloads(db, sessionId, exceptJobId)) as JobPayload[];
 }
 
 /**
