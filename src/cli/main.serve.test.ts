@@ -60,6 +60,16 @@ test('the CLI works against the database while the server runs, and the server s
   assert.equal(listed.status, 200);
   assert.deepEqual((await listed.json() as { agents: Array<{ agent_id: string }> }).agents.map((a) => a.agent_id), [agentId]);
 
+  // The server keeps what it read of keys and agents while no process has written to them; a
+  // membership the CLI adds shows at once.
+  await cli('users', 'create', '--email', 'other@example.test', '--password', 'correct horse');
+  const otherAgentId = await cli('agents', 'create', '--email', 'other@example.test', '--name', 'Other agent');
+  const otherKey = await cli('keys', 'create', '--email', 'other@example.test', '--label', 'other');
+  const [otherAgent] = (await (await listAgents(otherKey)).json() as { agents: Array<{ workspace_id: string }> }).agents;
+  await cli('workspaces', 'add-member', '--workspace', otherAgent!.workspace_id, '--email', 'live@example.test', '--role', 'member');
+  assert.deepEqual((await (await listAgents(key)).json() as { agents: Array<{ agent_id: string }> }).agents.map((a) => a.agent_id),
+    [agentId, otherAgentId]);
+
   await cli('keys', 'disable', '--key-id', keyId);
   assert.equal((await listAgents(key)).status, 401);
   await cli('keys', 'enable', '--key-id', keyId);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { looksLikeId, newId } from '../domain/ids.ts';
 import { Problem } from '../domain/problems.ts';
 import type { Agent } from '../store/schema.ts';
+import { AccountReadCache } from '../store/account-cache.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
 import type { AccountsService } from './accounts.ts';
@@ -43,21 +44,30 @@ const availableAgent = prepared((db, agentId: string, userId: string) => db.sele
 
 export class AgentsService {
   private readonly deps: AgentsDeps;
+  // What GET /agents and every message read; kept while the account tables are unchanged.
+  private readonly listsByUser: AccountReadCache<AgentView[]>;
+  private readonly availableByUserAndAgent: AccountReadCache<Agent | undefined>;
 
   constructor(deps: AgentsDeps) {
     this.deps = deps;
+    this.listsByUser = new AccountReadCache(deps.store.accountGeneration);
+    this.availableByUserAndAgent = new AccountReadCache(deps.store.accountGeneration);
   }
 
-  /** Every agent of every workspace the user belongs to, oldest first. */
+  /** Every agent of every workspace the user belongs to, oldest first (frozen: it may be shared). */
   async listForUser(userId: string): Promise<AgentView[]> {
-    return (await agentsOfUser(this.deps.store.db, userId)).map(toAgentView);
+    return this.listsByUser.get(userId, async () => Object.freeze((await agentsOfUser(this.deps.store.db, userId))
+      .map((row) => Object.freeze(toAgentView(row)))) as AgentView[]);
   }
 
   /** The agent if the user may message it (member of its workspace), else undefined. */
   async findAvailable(userId: string, agentId: string): Promise<Agent | undefined> {
     if (!looksLikeId('agent', agentId)) return undefined;
-    const [agent] = await availableAgent(this.deps.store.db, agentId, userId);
-    return agent;
+    return this.availableByUserAndAgent.get(`${userId} ${agentId}`,
+      async () => {
+        const [agent] = await availableAgent(this.deps.store.db, agentId, userId);
+        return agent && Object.freeze(agent);
+      });
   }
 
   /** Checks in the contract's order: body (422), workspace (404), role (403), plan (403). */

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { effectiveKeyStatus, generateApiKey, hashSecret, parseBearer, secretMatches, type KeyStatus } from '../domain/api-key.ts';
 import { Problem } from '../domain/problems.ts';
 import type { ApiKey } from '../store/schema.ts';
+import { AccountReadCache } from '../store/account-cache.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
 import { parseOrThrow } from './accounts.ts';
@@ -47,17 +48,22 @@ export interface AuthenticatedKey {
 const findKeyForAuth = prepared((db, keyId: string) => db.selectFrom('api_keys')
   .select(['id', 'user_id', 'secret_hash', 'status', 'expires_at', 'rate_limit']).where('id', '=', keyId));
 
+type AuthRow = Awaited<ReturnType<typeof findKeyForAuth>>[number];
+
 // last_used_at is written at most this often per key (per process).
 const LAST_USED_WRITE_INTERVAL_MS = 60_000;
 
 export class KeysService {
   private readonly lastUsedWrites = new Map<string, number>();
   private readonly pendingWrites = new Set<Promise<unknown>>();
+  // Unknown key ids are kept too (as undefined), so an unknown id costs what a known one does.
+  private readonly authRows: AccountReadCache<AuthRow | undefined>;
 
   private readonly deps: KeysDeps;
 
   constructor(deps: KeysDeps) {
     this.deps = deps;
+    this.authRows = new AccountReadCache(deps.store.accountGeneration);
   }
 
   async create(userId: string, input: CreateKeyInput): Promise<{ key: KeyView; token: string }> {
@@ -127,12 +133,13 @@ export class KeysService {
 
   /**
    * Resolves an Authorization header to an active key, or null for every kind of failure.
-   * Always one lookup and one constant-time digest comparison, whatever the cause.
+   * Always one lookup and one constant-time digest comparison, whatever the cause. On SQLite the
+   * lookup is served from memory while no process has written to the account tables since.
    */
   async authenticate(authorization: string | undefined): Promise<AuthenticatedKey | null> {
     const parsed = parseBearer(authorization);
     if (!parsed) return null;
-    const [key] = await findKeyForAuth(this.deps.store.db, parsed.keyId);
+    const key = await this.authRows.get(parsed.keyId, async () => (await findKeyForAuth(this.deps.store.db, parsed.keyId))[0]);
     const matches = secretMatches(parsed.secret, key ? Buffer.from(key.secret_hash) : null);
     if (!key || !matches || effectiveKeyStatus(key) !== 'active') return null;
     this.noteUsed(key.id);

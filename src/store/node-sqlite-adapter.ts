@@ -1,18 +1,39 @@
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import type { SqliteDatabase, SqliteStatement } from 'kysely';
 
+/** What a request reads on every call and rarely changes: API keys and who may use which agent. */
+const ACCOUNT_TABLES = /\b(?:api_keys|agents|memberships|users|workspaces)\b/i;
+const WRITE = /^\s*(?:insert|update|delete|replace)\b/i;
+const TRANSACTION_END = /^\s*(?:commit|end|rollback)\b/i;
+
+export interface NodeSqliteDatabase extends SqliteDatabase {
+  raw: DatabaseSync;
+  /**
+   * A number that changes whenever the account tables may have changed: by a write of this
+   * connection (counted when it runs and again when its transaction ends), or by a commit of any
+   * other connection or process (the CLI), seen through `PRAGMA data_version`. Read caches keep
+   * it beside what they read and trust their copy only while it is unchanged.
+   */
+  accountGeneration(): number;
+}
+
 /**
  * Lets Kysely's own SqliteDialect drive Node's built-in `node:sqlite`.
  * (better-sqlite3 is a native addon; here it could only be built against the system Node's
  * headers, not the pinned Node 24's, so the built-in driver is the dependable choice.)
  */
-export function openNodeSqlite(path: string): SqliteDatabase & { raw: DatabaseSync } {
+export function openNodeSqlite(path: string): NodeSqliteDatabase {
   const db = new DatabaseSync(path);
   db.exec('PRAGMA journal_mode = WAL');
   db.exec('PRAGMA synchronous = NORMAL');
   db.exec('PRAGMA foreign_keys = ON');
   db.exec('PRAGMA busy_timeout = 5000'); // the CLI may write while the server runs
-  const cache = new Map<string, { stmt: StatementSync; reader: boolean }>();
+  const cache = new Map<string, { stmt: StatementSync; reader: boolean; writesAccounts: boolean; endsTransaction: boolean }>();
+
+  const dataVersion = db.prepare('PRAGMA data_version');
+  let lastDataVersion = -1;
+  let generation = 0;
+  let accountWriteInTransaction = false;
 
   function prepared(sql: string) {
     let entry = cache.get(sql);
@@ -20,23 +41,55 @@ export function openNodeSqlite(path: string): SqliteDatabase & { raw: DatabaseSy
       // Take the write lock at BEGIN so a transaction never fails upgrading a read lock
       // while another process (the CLI) writes.
       const stmt = db.prepare(sql === 'begin' ? 'begin immediate' : sql);
-      entry = { stmt, reader: stmt.columns().length > 0 };
+      entry = {
+        stmt,
+        reader: stmt.columns().length > 0,
+        writesAccounts: WRITE.test(sql) && ACCOUNT_TABLES.test(sql),
+        endsTransaction: TRANSACTION_END.test(sql),
+      };
       if (cache.size > 1000) cache.clear();
       cache.set(sql, entry);
     }
     return entry;
   }
 
+  // Around every statement: a write to the account tables moves the generation at once (so no
+  // copy read before it is trusted after it), and again when its transaction ends (so no copy
+  // read while it was open is trusted after a rollback).
+  function noteWrite(entry: { writesAccounts: boolean; endsTransaction: boolean }): void {
+    if (entry.writesAccounts) {
+      generation++;
+      accountWriteInTransaction = db.isTransaction;
+    } else if (entry.endsTransaction && accountWriteInTransaction) {
+      generation++;
+      accountWriteInTransaction = false;
+    }
+  }
+
   return {
     raw: db,
     close: () => db.close(),
+    accountGeneration() {
+      const version = (dataVersion.get() as { data_version: number }).data_version;
+      if (version !== lastDataVersion) {
+        lastDataVersion = version;
+        generation++;
+      }
+      return generation;
+    },
     prepare(sql: string): SqliteStatement {
-      const { stmt, reader } = prepared(sql);
+      const entry = prepared(sql);
+      const { stmt, reader } = entry;
       return {
         reader,
-        all: (params) => stmt.all(...bindable(params)),
+        all: (params) => {
+          const rows = stmt.all(...bindable(params));
+          noteWrite(entry); // `insert … returning` comes through here
+          return rows;
+        },
         run: (params) => {
           const result = stmt.run(...bindable(params));
+          noteWrite(entry);
           return { changes: result.changes, lastInsertRowid: result.lastInsertRowid };
         },
         iterate: (params) => stmt.iterate(...bindable(params)) as IterableIterator<unknown>,

@@ -19,6 +19,13 @@ export interface Store {
   readonly pgPool: pg.Pool | null;
   /** PostgreSQL only: the schema this store lives in (tests use one per run). */
   readonly pgSchema: string | null;
+  /**
+   * SQLite only: a number that changes whenever API keys, agents, memberships, users or
+   * workspaces may have changed, in this process or any other (see node-sqlite-adapter.ts).
+   * Null on PostgreSQL, where another instance's write cannot be seen without a round trip:
+   * there nothing is cached.
+   */
+  readonly accountGeneration: (() => number) | null;
   ping(): Promise<void>;
   close(): Promise<void>;
 }
@@ -63,6 +70,7 @@ function openSqlite(url: string): Store {
     dialect: 'sqlite',
     pgPool: null,
     pgSchema: null,
+    accountGeneration: database.accountGeneration,
     ping: async () => {
       await sql`select 1`.execute(db);
     },
@@ -104,6 +112,7 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
     dialect: 'postgres',
     pgPool: pool,
     pgSchema: schema,
+    accountGeneration: null,
     ping: async () => {
       await sql`select 1`.execute(db);
     },
