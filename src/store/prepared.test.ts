@@ -48,3 +48,23 @@ test('a prepared statement runs inside a transaction, on its connection, and rep
   assert.deepEqual(await usersByPlanAndEmail(store.db, 'pro', 'a@example.test'), []);
   assert.equal(await setPlan.affected(store.db, 'pro', 'usr_nobody'), 0);
 });
+
+test('outside a transaction a prepared query never runs inside another caller\'s open transaction', async () => {
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => { release = resolve; });
+  let written!: () => void;
+  const wrote = new Promise<void>((resolve) => { written = resolve; });
+  const transaction = store.db.transaction().execute(async (trx) => {
+    await setPlan.affected(trx, 'pro', 'usr_a');
+    written();
+    await held;
+    throw new Error('roll back');
+  }).catch(() => {});
+  await wrote;
+  // On SQLite both share one connection: the read must wait for the transaction to end, or it
+  // would see (and be part of) a write that is then rolled back.
+  const read = usersByPlanAndEmail(store.db, 'pro', 'a@example.test');
+  release();
+  await transaction;
+  assert.deepEqual(await read, []);
+});

@@ -5,6 +5,7 @@ import { Migrator, type Migration } from 'kysely/migration';
 import pg from 'pg';
 import type { DB } from './schema.ts';
 import { openNodeSqlite } from './node-sqlite-adapter.ts';
+import { runPreparedDirectly } from './prepared.ts';
 import * as m001 from './migrations/001_initial.ts';
 import * as m002RateLimits from './migrations/002_rate_limits.ts';
 import * as m003InstanceSecrets from './migrations/003_instance_secrets.ts';
@@ -65,6 +66,7 @@ function openSqlite(url: string): Store {
   if (path !== ':memory:') mkdirSync(dirname(resolve(path)), { recursive: true });
   const database = openNodeSqlite(path);
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database }) });
+  runPreparedDirectly(db, database);
   return {
     db,
     dialect: 'sqlite',
