@@ -1,5 +1,6 @@
 import type { Transaction } from 'kysely';
 import type { DB, Job } from '../store/schema.ts';
+import { runFixedStatement } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
 import type { Bus, BusEvent } from './bus.ts';
 import {
@@ -186,15 +187,16 @@ export class TurnEngine {
       return;
     }
     for (const [i, item] of items.entries()) {
+      // Each unit in a savepoint of its own, so that one failing unit leaves the others whole.
       const name = `unit${i}`;
       try {
-        const savepoint = await trx.savepoint(name).execute();
+        await runFixedStatement(trx, `savepoint ${name}`);
         try {
-          const value = await item.work(savepoint, units[i]!.stageIn(savepoint), units[i]!);
-          await savepoint.releaseSavepoint(name).execute();
+          const value = await item.work(trx, units[i]!.stageIn(trx), units[i]!);
+          await runFixedStatement(trx, `release ${name}`);
           outcomes.push({ ok: true, value });
         } catch (error) {
-          await savepoint.rollbackToSavepoint(name).execute();
+          await runFixedStatement(trx, `rollback to ${name}`);
           outcomes.push({ ok: false, error });
         }
       } catch (error) {

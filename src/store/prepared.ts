@@ -1,4 +1,4 @@
-import { CompiledQuery, type Compilable, type Kysely, type QueryResult, type SqliteDatabase } from 'kysely';
+import { CompiledQuery, sql, type Compilable, type Kysely, type QueryResult, type SqliteDatabase } from 'kysely';
 import type { DB } from './schema.ts';
 
 // SQLite connections, by the Kysely adapter their database and its transactions share.
@@ -53,4 +53,17 @@ export function prepared<P extends unknown[], Row>(build: (db: Kysely<DB>, ...pa
   /** For statements without `returning`: how many rows they changed. */
   rows.affected = async (db: Kysely<DB>, ...params: P): Promise<number> => Number((await run(db, params)).numAffectedRows ?? 0n);
   return rows;
+}
+
+/**
+ * Runs one fixed statement that takes no parameters and returns no rows (a savepoint, say),
+ * straight on the SQLite connection inside a transaction, like prepared statements do.
+ */
+export async function runFixedStatement(db: Kysely<DB>, statement: string): Promise<void> {
+  const direct = db.isTransaction ? sqliteByAdapter.get(db.getExecutor().adapter) : undefined;
+  if (direct) {
+    direct.prepare(statement).run([]);
+    return;
+  }
+  await sql.raw(statement).execute(db);
 }
