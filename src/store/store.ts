@@ -6,6 +6,7 @@ import pg from 'pg';
 import type { DB } from './schema.ts';
 import { openNodeSqlite } from './node-sqlite-adapter.ts';
 import { runPreparedDirectly } from './prepared.ts';
+import { SqliteCheckpointer } from './sqlite-checkpointer.ts';
 import * as m001 from './migrations/001_initial.ts';
 import * as m002RateLimits from './migrations/002_rate_limits.ts';
 import * as m003InstanceSecrets from './migrations/003_instance_secrets.ts';
@@ -27,6 +28,8 @@ export interface Store {
    * there nothing is cached.
    */
   readonly accountGeneration: (() => number) | null;
+  /** SQLite only: copies the write-ahead log into the database off the event loop (the server does; the CLI does not). */
+  startBackgroundCheckpoints(): void;
   ping(): Promise<void>;
   close(): Promise<void>;
 }
@@ -67,16 +70,23 @@ function openSqlite(url: string): Store {
   const database = openNodeSqlite(path);
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database }) });
   runPreparedDirectly(db, database);
+  let checkpointer: SqliteCheckpointer | null = null;
   return {
     db,
     dialect: 'sqlite',
     pgPool: null,
     pgSchema: null,
     accountGeneration: database.accountGeneration,
+    startBackgroundCheckpoints() {
+      if (!checkpointer && path !== ':memory:') checkpointer = new SqliteCheckpointer(resolve(path));
+    },
     ping: async () => {
       await sql`select 1`.execute(db);
     },
-    close: () => db.destroy(),
+    close: async () => {
+      await checkpointer?.stop();
+      await db.destroy();
+    },
   };
 }
 
@@ -115,6 +125,7 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
     pgPool: pool,
     pgSchema: schema,
     accountGeneration: null,
+    startBackgroundCheckpoints() {},
     ping: async () => {
       await sql`select 1`.execute(db);
     },
