@@ -3,8 +3,9 @@ import type { SqliteDatabase, SqliteStatement } from 'kysely';
 
 /** What a request reads on every call and rarely changes: API keys and who may use which agent. */
 const ACCOUNT_TABLES = /\b(?:api_keys|agents|memberships|users|workspaces)\b/i;
-const WRITE = /^\s*(?:insert|update|delete|replace)\b/i;
-const TRANSACTION_END = /^\s*(?:commit|end|rollback)\b/i;
+const READ_ONLY = /^\s*(?:select|pragma|explain)\b/i;
+// Writes to columns no cache holds, frequent enough to matter: the once-a-minute last use of a key.
+const WRITES_NOTHING_CACHED = /^update "api_keys" set "last_used_at" = \? where "id" = \?$/;
 
 export interface NodeSqliteDatabase extends SqliteDatabase {
   raw: DatabaseSync;
@@ -15,6 +16,8 @@ export interface NodeSqliteDatabase extends SqliteDatabase {
    * it beside what they read and trust their copy only while it is unchanged.
    */
   accountGeneration(): number;
+  /** Called after each statement that may have committed a change (the checkpointer listens). */
+  onCommit: (() => void) | null;
 }
 
 /**
@@ -28,24 +31,28 @@ export function openNodeSqlite(path: string): NodeSqliteDatabase {
   db.exec('PRAGMA synchronous = NORMAL');
   db.exec('PRAGMA foreign_keys = ON');
   db.exec('PRAGMA busy_timeout = 5000'); // the CLI may write while the server runs
-  const cache = new Map<string, { stmt: StatementSync; reader: boolean; writesAccounts: boolean; endsTransaction: boolean }>();
+  interface Entry { stmt: StatementSync; reader: boolean; readOnly: boolean; writesAccounts: boolean }
+  const cache = new Map<string, Entry>();
 
   const dataVersion = db.prepare('PRAGMA data_version');
   let lastDataVersion = -1;
   let generation = 0;
   let accountWriteInTransaction = false;
 
-  function prepared(sql: string) {
+  function prepared(sql: string): Entry {
     let entry = cache.get(sql);
     if (!entry) {
       // Take the write lock at BEGIN so a transaction never fails upgrading a read lock
       // while another process (the CLI) writes.
       const stmt = db.prepare(sql === 'begin' ? 'begin immediate' : sql);
+      const readOnly = READ_ONLY.test(sql);
       entry = {
         stmt,
         reader: stmt.columns().length > 0,
-        writesAccounts: WRITE.test(sql) && ACCOUNT_TABLES.test(sql),
-        endsTransaction: TRANSACTION_END.test(sql),
+        readOnly,
+        // Any statement that may write (`with … insert`, `insert … returning` included) and names
+        // an account table; a false alarm only costs a cache refill.
+        writesAccounts: !readOnly && ACCOUNT_TABLES.test(sql) && !WRITES_NOTHING_CACHED.test(sql),
       };
       if (cache.size > 1000) cache.clear();
       cache.set(sql, entry);
@@ -53,21 +60,9 @@ export function openNodeSqlite(path: string): NodeSqliteDatabase {
     return entry;
   }
 
-  // Around every statement: a write to the account tables moves the generation at once (so no
-  // copy read before it is trusted after it), and again when its transaction ends (so no copy
-  // read while it was open is trusted after a rollback).
-  function noteWrite(entry: { writesAccounts: boolean; endsTransaction: boolean }): void {
-    if (entry.writesAccounts) {
-      generation++;
-      accountWriteInTransaction = db.isTransaction;
-    } else if (entry.endsTransaction && accountWriteInTransaction) {
-      generation++;
-      accountWriteInTransaction = false;
-    }
-  }
-
-  return {
+  const database: NodeSqliteDatabase = {
     raw: db,
+    onCommit: null,
     close: () => db.close(),
     accountGeneration() {
       const version = (dataVersion.get() as { data_version: number }).data_version;
@@ -84,18 +79,35 @@ export function openNodeSqlite(path: string): NodeSqliteDatabase {
         reader,
         all: (params) => {
           const rows = stmt.all(...bindable(params));
-          noteWrite(entry); // `insert … returning` comes through here
+          afterStatement(entry); // `insert … returning` comes through here
           return rows;
         },
         run: (params) => {
           const result = stmt.run(...bindable(params));
-          noteWrite(entry);
+          afterStatement(entry);
           return { changes: result.changes, lastInsertRowid: result.lastInsertRowid };
         },
         iterate: (params) => stmt.iterate(...bindable(params)) as IterableIterator<unknown>,
       };
     },
   };
+
+  // A write to the account tables moves the generation at once (so no copy read before it is
+  // trusted after it), and again once its transaction is over, however it ended (so no copy read
+  // while it was open is trusted after a rollback).
+  function afterStatement(entry: Entry): void {
+    const inTransaction = db.isTransaction;
+    if (entry.writesAccounts) {
+      generation++;
+      accountWriteInTransaction = inTransaction;
+    } else if (accountWriteInTransaction && !inTransaction) {
+      generation++;
+      accountWriteInTransaction = false;
+    }
+    if (!entry.readOnly && !inTransaction) database.onCommit?.();
+  }
+
+  return database;
 }
 
 type Bindable = null | number | bigint | string | Uint8Array;
