@@ -68,3 +68,10 @@ test('outside a transaction a prepared query never runs inside another caller\'s
   await transaction;
   assert.deepEqual(await read, []);
 });
+
+test('a transaction that is over refuses statements instead of running them outside it', async () => {
+  const trx = await store.db.startTransaction().execute();
+  await trx.commit().execute();
+  await assert.rejects(setPlan.affected(trx, 'pro', 'usr_a'), /already committed/);
+  assert.deepEqual(await usersByPlanAndEmail(store.db, 'pro', 'a@example.test'), []);
+});

@@ -1,12 +1,27 @@
-import { CompiledQuery, sql, type Compilable, type Kysely, type QueryResult, type SqliteDatabase } from 'kysely';
+import { CompiledQuery, ControlledTransaction, sql, type Compilable, type Kysely, type QueryResult } from 'kysely';
+import type { NodeSqliteDatabase } from './node-sqlite-adapter.ts';
 import type { DB } from './schema.ts';
 
 // SQLite connections, by the Kysely adapter their database and its transactions share.
-const sqliteByAdapter = new WeakMap<object, SqliteDatabase>();
+const sqliteByAdapter = new WeakMap<object, NodeSqliteDatabase>();
 
 /** Lets prepared statements run inside this SQLite database's transactions without Kysely's driver round. */
-export function runPreparedDirectly(db: Kysely<DB>, connection: SqliteDatabase): void {
+export function runPreparedDirectly(db: Kysely<DB>, connection: NodeSqliteDatabase): void {
   sqliteByAdapter.set(db.getExecutor().adapter, connection);
+}
+
+/**
+ * The SQLite connection to run on directly, when `db` is a transaction that is still open:
+ * node:sqlite is synchronous and an open transaction owns the single connection until it ends.
+ * Anything else (no transaction, PostgreSQL, a transaction already over) goes through Kysely,
+ * which waits for the connection or refuses a finished transaction as it always did.
+ */
+function openSqliteTransaction(db: Kysely<DB>): NodeSqliteDatabase | undefined {
+  if (!db.isTransaction) return undefined;
+  const direct = sqliteByAdapter.get(db.getExecutor().adapter);
+  if (!direct?.raw.isTransaction) return undefined;
+  if (db instanceof ControlledTransaction && (db.isCommitted || db.isRolledBack)) return undefined;
+  return direct;
 }
 
 interface Compiled {
@@ -37,10 +52,9 @@ export function prepared<P extends unknown[], Row>(build: (db: Kysely<DB>, ...pa
       compiled.set(adapter, query);
     }
     const values = query.slots.map((slot) => ('param' in slot ? params[slot.param] : slot.constant));
-    // Inside a transaction the single SQLite connection is ours until it ends, and node:sqlite is
-    // synchronous: the statement runs on it at once. Kysely's driver would take the same
-    // connection through its lock and several promises, which costs more than the statement.
-    const direct = db.isTransaction ? sqliteByAdapter.get(adapter) : undefined;
+    // Kysely's driver would take the same connection through its lock and several promises,
+    // which costs more than the statement.
+    const direct = openSqliteTransaction(db);
     if (direct) {
       const statement = direct.prepare(query.sql);
       if (statement.reader) return { rows: statement.all(values) as Row[] };
@@ -60,7 +74,7 @@ export function prepared<P extends unknown[], Row>(build: (db: Kysely<DB>, ...pa
  * straight on the SQLite connection inside a transaction, like prepared statements do.
  */
 export async function runFixedStatement(db: Kysely<DB>, statement: string): Promise<void> {
-  const direct = db.isTransaction ? sqliteByAdapter.get(db.getExecutor().adapter) : undefined;
+  const direct = openSqliteTransaction(db);
   if (direct) {
     direct.prepare(statement).run([]);
     return;
