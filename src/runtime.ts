@@ -41,7 +41,7 @@ export async function createRuntime(
   return {
     config, store, bus, engine: theEngine, services, rateLimiter,
     async startEngine() {
-      store.startBackgroundCheckpoints();
+      store.startBackgroundCheckpoints((error) => logError(error, 'background checkpoints (SQLite checkpoints on commit instead)'));
       await theEngine.start();
       services.housekeeping.start(60_000, (error) => logError(error, 'housekeeping'));
     },

@@ -5,17 +5,26 @@ import { Worker } from 'node:worker_threads';
  *
  * Left to SQLite, the connection that commits past `wal_autocheckpoint` pages copies them all
  * at once, with two fsyncs, on the event loop: every request in hand waits (10–60 ms under
- * load). This thread copies the pages soon after each commit instead (PASSIVE: it never blocks
- * a writer). The server's own automatic checkpoint stays on as the backstop that lets the log
- * start over: when it runs, almost nothing is left to copy, so it is short.
+ * load). This thread copies the pages soon after commits instead (PASSIVE: it never blocks a
+ * writer), at most once per `intervalMs`, and sleeps while nothing is written. SQLite's own
+ * automatic checkpoint stays on as the backstop that lets the log start over: when it runs,
+ * little is left to copy, so it is short.
  */
 export class SqliteCheckpointer {
   private readonly worker: Worker;
+  private readonly commits = new Int32Array(new SharedArrayBuffer(4));
 
-  constructor(path: string, intervalMs = 5) {
-    this.worker = new Worker(CHECKPOINT_LOOP, { eval: true, workerData: { path, intervalMs } });
+  constructor(path: string, onError: (error: unknown) => void = () => {}, intervalMs = 5) {
+    this.worker = new Worker(CHECKPOINT_LOOP, { eval: true, workerData: { path, intervalMs, commits: this.commits.buffer } });
     this.worker.unref();
-    this.worker.on('error', () => {}); // the backstop keeps the log bounded if this thread dies
+    // Without this thread the backstop still keeps the log bounded, only slower to serve.
+    this.worker.once('error', onError);
+  }
+
+  /** Tells the thread that something was committed (cheap: no message, a shared counter). */
+  committed(): void {
+    Atomics.add(this.commits, 0, 1);
+    Atomics.notify(this.commits, 0);
   }
 
   async stop(): Promise<void> {
@@ -27,10 +36,16 @@ export class SqliteCheckpointer {
 const CHECKPOINT_LOOP = `
 const { DatabaseSync } = require('node:sqlite');
 const { workerData } = require('node:worker_threads');
+const commits = new Int32Array(workerData.commits);
+const pause = new Int32Array(new SharedArrayBuffer(4));
 const db = new DatabaseSync(workerData.path);
 db.exec('PRAGMA busy_timeout = 0');
 const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
-setInterval(() => {
-  try { checkpoint.get(); } catch { /* busy or closing: the next tick tries again */ }
-}, workerData.intervalMs);
+let seen = Atomics.load(commits, 0);
+for (;;) {
+  try { checkpoint.get(); } catch { /* busy: the next commit brings us back */ }
+  Atomics.wait(pause, 0, 0, workerData.intervalMs); // at most one checkpoint per interval
+  Atomics.wait(commits, 0, seen); // then sleep until something more is committed
+  seen = Atomics.load(commits, 0);
+}
 `;

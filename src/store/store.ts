@@ -29,7 +29,7 @@ export interface Store {
    */
   readonly accountGeneration: (() => number) | null;
   /** SQLite only: copies the write-ahead log into the database off the event loop (the server does; the CLI does not). */
-  startBackgroundCheckpoints(): void;
+  startBackgroundCheckpoints(onError?: (error: unknown) => void): void;
   ping(): Promise<void>;
   close(): Promise<void>;
 }
@@ -77,13 +77,17 @@ function openSqlite(url: string): Store {
     pgPool: null,
     pgSchema: null,
     accountGeneration: database.accountGeneration,
-    startBackgroundCheckpoints() {
-      if (!checkpointer && path !== ':memory:') checkpointer = new SqliteCheckpointer(resolve(path));
+    startBackgroundCheckpoints(onError) {
+      if (checkpointer || path === ':memory:') return;
+      const started = new SqliteCheckpointer(resolve(path), onError);
+      database.onCommit = () => started.committed();
+      checkpointer = started;
     },
     ping: async () => {
       await sql`select 1`.execute(db);
     },
     close: async () => {
+      database.onCommit = null;
       await checkpointer?.stop();
       await db.destroy();
     },
