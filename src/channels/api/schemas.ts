@@ -26,7 +26,7 @@ export const BODY_PROBLEMS = {
 } as const;
 
 export const AgentSchema = z.object({
-  agent_id: z.string().meta({ example: 'agt_4nX0c2mQ8sPz1LkR7vTg9b' }),
+  agent_id: z.string().meta({ example: 'agt_0VboFtAE4lG2abgDsV1zT30vqzjDmf' }),
   name: z.string(),
-  workspace_id: z.string().meta({ example: 'wsp_1aB2cD3eF4gH5iJ6kL7mN8' }),
+  workspace_id: z.string().meta({ example: 'wsp_0VboFtAFnwjuTVmIW1jNOX4mWMSB3X' }),
 }).meta({ id: 'Agent' });

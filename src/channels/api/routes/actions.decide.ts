@@ -16,7 +16,7 @@ export function bulkBody(key: string, entry: z.ZodType, description: string) {
 }
 
 export const DecisionEntryDoc = z.object({
-  operation_id: z.string().meta({ description: 'The action to settle (from GET /actions).', example: 'op_3kP9sXw2LmQ7vRt1ZbN8cY' }),
+  operation_id: z.string().meta({ description: 'The action to settle (from GET /actions).', example: 'op_0VboFtAFBFGWZQD0TrNfT45Uwgwj7W' }),
   decision: z.enum(DECISIONS).meta({
     description: '`approve`; `approve_same_type` (also every other pending action of the same kind for the same agent that you own); or `reject`.',
   }),

@@ -4,7 +4,7 @@ import { callerOf } from '../plugins/auth.ts';
 import { COMMON_PROBLEMS, ProblemSchema } from '../schemas.ts';
 
 export const ActionSchema = z.object({
-  operation_id: z.string().meta({ description: 'The action\'s id; also the idempotency key its tool runs with.', example: 'op_3kP9sXw2LmQ7vRt1ZbN8cY' }),
+  operation_id: z.string().meta({ description: 'The action\'s id; also the idempotency key its tool runs with.', example: 'op_0VboFtAFBFGWZQD0TrNfT45Uwgwj7W' }),
   kind: z.string().meta({ description: 'What kind of action (the tool that would run it).', example: 'email' }),
   summary: z.string().meta({ description: 'What the agent wants to do, in one line.', example: 'Send the report' }),
   details: z.record(z.string(), z.unknown()).meta({ description: 'Everything the tool would run with (an object).' }),

@@ -5,7 +5,7 @@ import { BODY_PROBLEMS, COMMON_PROBLEMS } from '../schemas.ts';
 import { bulkBody } from './actions.decide.ts';
 
 export const AnswerEntryDoc = z.object({
-  request_id: z.string().meta({ description: 'The question to answer (from GET /questions).', example: 'req_8hT2mW5qLx0ZpR4vKc7N1a' }),
+  request_id: z.string().meta({ description: 'The question to answer (from GET /questions).', example: 'req_0VboFtAFsgk9ihiaLL9jttD7OTSj3X' }),
   text: z.string().meta({ description: 'Your answer. The agent judges whether it fits the question.', example: '12' }),
 });
 

@@ -4,7 +4,7 @@ import { callerOf } from '../plugins/auth.ts';
 import { COMMON_PROBLEMS } from '../schemas.ts';
 
 export const QuestionSchema = z.object({
-  request_id: z.string().meta({ description: 'The question\'s id; answer it with POST /questions/answers.', example: 'req_8hT2mW5qLx0ZpR4vKc7N1a' }),
+  request_id: z.string().meta({ description: 'The question\'s id; answer it with POST /questions/answers.', example: 'req_0VboFtAFsgk9ihiaLL9jttD7OTSj3X' }),
   text: z.string().meta({ description: 'The question.', example: 'How many copies?' }),
   session_id: z.string().meta({ description: 'The session whose transcript shows the outcome.' }),
   agent_id: z.string(),
