@@ -299,10 +299,12 @@ export class ConversationsService {
     if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw Problem.validation([{ path: 'limit', message: 'must be an integer from 1 to 200' }]);
     const session = await this.findOwnSession(userId, sessionId);
     if (!session) throw new Problem('session_not_found', 'No such session.');
-    const [page, status] = await Promise.all([
-      read(this.deps.store.db, session.id, cursor ?? null, limit),
-      sessionStatus(this.deps.store.db, session.id),
-    ]);
+    // Status first, then the page, never side by side: "idle" then means every job that existed
+    // when the status was read had ended, so the page (read later) holds all of their turns. Read
+    // the other way round, a reply committed between the two reads could be missing from a page
+    // that says "idle", and a client that stops polling at idle would never see it.
+    const status = await sessionStatus(this.deps.store.db, session.id);
+    const page = await read(this.deps.store.db, session.id, cursor ?? null, limit);
     return { session, status, page };
   }
 

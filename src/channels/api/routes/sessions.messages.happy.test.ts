@@ -56,10 +56,13 @@ test('cursor paging never skips or repeats a turn while turns are being written'
   let after = '';
   for (let rounds = 0; rounds < 5000; rounds++) {
     await new Promise((r) => setTimeout(r, 2)); // let the runner (timers, I/O) have its turn
+    // Only a page asked for after the last send returned may end the loop: "idle" speaks for
+    // the jobs that existed when the request was made.
+    const allSent = !writing;
     const page = (await transcript(t, u, sessionId, `limit=7${after ? `&after=${encodeURIComponent(after)}` : ''}`)).json();
     seen.push(...page.messages.map((m: any) => m.ts));
     if (page.messages.length) after = page.messages.at(-1).ts;
-    if (!writing && !page.has_more && page.status === 'idle') {
+    if (allSent && !page.has_more && page.status === 'idle') {
       const final = (await transcript(t, u, sessionId, `after=${encodeURIComponent(after)}`)).json();
       if (final.messages.length === 0) break;
     }
