@@ -90,6 +90,13 @@ const claimable = (perAgent: number) => sql<boolean>`(
     and (o.status = 'running' or o.id < jobs.id)
 ) < ${perAgent}`;
 
+const anyQueuedJob = prepared((db) => db.selectFrom('jobs').select('id').where(isQueued).limit(1));
+
+/** Is any job waiting at all (startable now or not)? One probe of the queued-jobs index. */
+export async function hasQueuedJobs(db: Kysely<DB>): Promise<boolean> {
+  return (await anyQueuedJob(db)).length > 0;
+}
+
 /** Ids of jobs that could start now, oldest first. */
 export async function findClaimable(db: Kysely<DB>, perAgent: number, limit: number): Promise<{ id: number; agent_id: string }[]> {
   const rows = await db.selectFrom('jobs').select(['id', 'agent_id'])

@@ -4,7 +4,7 @@ import { runFixedStatement } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
 import type { Bus, BusEvent } from './bus.ts';
 import {
-  agentLineLength, claimInTransaction, findClaimable, finishJob, getJob, insertJob, releaseJob, renewLeases, requeueAllRunning,
+  agentLineLength, claimInTransaction, findClaimable, finishJob, getJob, hasQueuedJobs, insertJob, releaseJob, renewLeases, requeueAllRunning,
   lockAgentLine, requeueExpired, type NewJob,
 } from './queue-sql.ts';
 
@@ -89,6 +89,12 @@ export class TurnEngine {
   private unsubscribe: (() => void) | null = null;
   private filling = false;
   private refill = false;
+  /**
+   * False only after a scan found nothing queued and no sign of new work came since. A slot or a
+   * line freed by a finished job matters only while work may be queued, so then no scan runs
+   * (the per-turn scan was a query per finished turn). The poll timer sets it again anyway.
+   */
+  private workMaybeQueued = true;
   private started = false;
   private stopping = false;
 
@@ -103,8 +109,12 @@ export class TurnEngine {
 
   /** Wakes waiters and runners for events from this or any other instance. */
   private dispatch = (event: BusEvent): void => {
-    if (event.type === 'job_done') this.wakeWaiters(event.jobId);
-    this.kick();
+    if (event.type === 'job_done') {
+      this.wakeWaiters(event.jobId);
+      this.slotFreed();
+    } else {
+      this.kick();
+    }
   };
 
   private wakeWaiters(jobId: number, state?: JobState): void {
@@ -265,8 +275,18 @@ export class TurnEngine {
     return !!this.handler && this.started && !this.stopping && this.active.size + this.reserved < this.options.concurrency;
   }
 
-  /** Looks for startable work soon (coalesced). */
+  /** There may be new work in the queue: look for startable work soon (coalesced). */
   kick(): void {
+    this.workMaybeQueued = true;
+    this.lookForWork();
+  }
+
+  /** A job ended here or elsewhere: its slot or its agent's line is free for queued work, if any. */
+  private slotFreed(): void {
+    if (this.workMaybeQueued) this.lookForWork();
+  }
+
+  private lookForWork(): void {
     if (!this.handler || !this.started || this.stopping) return;
     if (this.filling) {
       this.refill = true;
@@ -278,7 +298,7 @@ export class TurnEngine {
         this.filling = false;
         if (this.refill) {
           this.refill = false;
-          this.kick();
+          this.lookForWork();
         }
       });
     });
@@ -289,7 +309,11 @@ export class TurnEngine {
     while (this.canRunMore()) {
       const free = this.options.concurrency - this.active.size - this.reserved;
       if (free <= 0) return;
+      // Cleared before the scan: work queued while it runs marks it again (and rescans).
+      this.workMaybeQueued = false;
       const candidates = await findClaimable(db, this.options.perAgent, free * 2);
+      // Jobs behind a busy agent are not candidates yet, but they start when its line frees.
+      if (candidates.length > 0 || (await hasQueuedJobs(db))) this.workMaybeQueued = true;
       if (candidates.length === 0) return;
       let claimedAny = false;
       for (const candidate of candidates) {
@@ -311,7 +335,7 @@ export class TurnEngine {
       .catch((e) => this.options.onError?.(e, `job ${job.id}`))
       .finally(() => {
         this.active.delete(job.id);
-        this.kick();
+        this.slotFreed();
       });
     this.active.set(job.id, { controller, settled });
   }
