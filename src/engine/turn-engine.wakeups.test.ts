@@ -28,7 +28,7 @@ const slowHandler: JobHandler = {
   failure: () => async () => ({ status: 'failed', replyTurnId: null }),
 };
 
-async function runAll(engine: TurnEngine, jobs: Array<{ agentId: string }>): Promise<number[]> {
+async function runAll(engine: TurnEngine, jobs: Array<{ agentId: string }>): Promise<void> {
   const ids: number[] = [];
   for (const [i, job] of jobs.entries()) {
     ids.push(await engine.transact(async (trx, stage, hooks) => (await engine.enqueue(trx, stage, hooks, {
@@ -37,29 +37,28 @@ async function runAll(engine: TurnEngine, jobs: Array<{ agentId: string }>): Pro
   }
   const states = await Promise.all(ids.map((id) => engine.waitForJob(id, 5_000)));
   assert.ok(states.every((state) => isFinished(state.job)), 'every job finished without the poll');
-  return ids;
+}
+
+/** A runner whose safety poll never comes within a test's time. */
+async function withEngine(instanceId: string, concurrency: number, body: (engine: TurnEngine) => Promise<void>): Promise<void> {
+  const engine = new TurnEngine({ store, bus: new InProcessBus(), instanceId, perAgent: 1, concurrency, leaseMs: 15_000, pollMs: 600_000 });
+  engine.setHandler(slowHandler);
+  await engine.start();
+  try {
+    await body(engine);
+  } finally {
+    await engine.stop(1_000);
+  }
 }
 
 test('a job queued behind its busy agent starts when the agent\'s line frees', async () => {
-  const engine = new TurnEngine({ store, bus: new InProcessBus(), instanceId: 'wakeups-a', perAgent: 1, concurrency: 8, leaseMs: 15_000, pollMs: 600_000 });
-  engine.setHandler(slowHandler);
-  await engine.start();
-  try {
-    await runAll(engine, [{ agentId: 'agt_line' }, { agentId: 'agt_line' }, { agentId: 'agt_line' }]);
-  } finally {
-    await engine.stop(1_000);
-  }
+  await withEngine('wakeups-a', 8, (engine) => runAll(engine, [{ agentId: 'agt_line' }, { agentId: 'agt_line' }, { agentId: 'agt_line' }]));
 });
 
 test('a job queued for want of a free slot starts when another agent\'s job ends', async () => {
-  const engine = new TurnEngine({ store, bus: new InProcessBus(), instanceId: 'wakeups-b', perAgent: 1, concurrency: 1, leaseMs: 15_000, pollMs: 600_000 });
-  engine.setHandler(slowHandler);
-  await engine.start();
-  try {
+  await withEngine('wakeups-b', 1, async (engine) => {
     await runAll(engine, [{ agentId: 'agt_one' }, { agentId: 'agt_two' }, { agentId: 'agt_three' }]);
     // And again, after the queue was seen empty: new work still wakes it.
     await runAll(engine, [{ agentId: 'agt_one' }, { agentId: 'agt_two' }]);
-  } finally {
-    await engine.stop(1_000);
-  }
+  });
 });
