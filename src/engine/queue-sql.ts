@@ -135,11 +135,11 @@ export async function renewLeases(db: Kysely<DB>, owner: string, ids: number[], 
   return Number(result.numUpdatedRows);
 }
 
-/** Puts running jobs whose lease ran out (their runner died) back in line, in their old place. */
-export async function requeueExpired(db: Kysely<DB>): Promise<number> {
-  const result = await db.updateTable('jobs').set({ status: 'queued', lease_owner: null, lease_expires_at: null })
-    .where(isRunning).where('lease_expires_at', '<', new Date().toISOString()).executeTakeFirst();
-  return Number(result.numUpdatedRows);
+/** Puts running jobs whose lease ran out (their runner died) back in line, in their old place; returns their agents. */
+export async function requeueExpired(db: Kysely<DB>): Promise<string[]> {
+  const rows = await db.updateTable('jobs').set({ status: 'queued', lease_owner: null, lease_expires_at: null })
+    .where(isRunning).where('lease_expires_at', '<', new Date().toISOString()).returning('agent_id').execute();
+  return [...new Set(rows.map((row) => row.agent_id))];
 }
 
 /** Single-instance start: whatever was running belonged to a process that is gone. */
@@ -150,9 +150,10 @@ export async function requeueAllRunning(db: Kysely<DB>): Promise<number> {
 }
 
 /** Gives a job back (shutdown after the grace period): it resumes at the next start. */
-export async function releaseJob(db: Kysely<DB>, id: number, owner: string): Promise<void> {
-  await db.updateTable('jobs').set({ status: 'queued', lease_owner: null, lease_expires_at: null })
-    .where('id', '=', id).where('lease_owner', '=', owner).where(isRunning).execute();
+export async function releaseJob(db: Kysely<DB>, id: number, owner: string): Promise<boolean> {
+  const result = await db.updateTable('jobs').set({ status: 'queued', lease_owner: null, lease_expires_at: null })
+    .where('id', '=', id).where('lease_owner', '=', owner).where(isRunning).executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
 }
 
 const finishJobRow = prepared((db, id: number, owner: string, status: Extract<JobStatus, 'done' | 'failed'>, replyTurnId: number | null, finishedAt: string) =>

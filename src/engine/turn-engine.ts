@@ -140,7 +140,10 @@ export class TurnEngine {
     };
     every(Math.max(200, Math.floor(this.options.leaseMs / 3)), () => renewLeases(db, this.options.instanceId, [...this.active.keys()], this.options.leaseMs));
     every(Math.max(200, Math.floor(this.options.leaseMs / 2)), async () => {
-      if ((await requeueExpired(db)) > 0) this.kick();
+      // Announced like new work, so that every instance (not only this one) looks for it.
+      await this.transact(async (trx, stage) => {
+        for (const agentId of await requeueExpired(trx)) await stage({ type: 'job_enqueued', agentId });
+      });
     });
     every(this.options.pollMs, async () => this.kick());
     this.kick();
@@ -283,7 +286,9 @@ export class TurnEngine {
 
   /** A job ended here or elsewhere: its slot or its agent's line is free for queued work, if any. */
   private slotFreed(): void {
-    if (this.workMaybeQueued) this.lookForWork();
+    // While a scan runs the flag is down, and the scan may have read the queue before this job
+    // ended: ask for another look (lookForWork coalesces it into one rescan).
+    if (this.workMaybeQueued || this.filling) this.lookForWork();
   }
 
   private lookForWork(): void {
@@ -294,7 +299,10 @@ export class TurnEngine {
     }
     this.filling = true;
     setImmediate(() => {
-      this.fill().catch((e) => this.options.onError?.(e, 'claiming work')).finally(() => {
+      this.fill().catch((e) => {
+        this.workMaybeQueued = true; // the scan did not finish: nothing is known
+        this.options.onError?.(e, 'claiming work');
+      }).finally(() => {
         this.filling = false;
         if (this.refill) {
           this.refill = false;
@@ -350,7 +358,10 @@ export class TurnEngine {
         finisher = await handler.run(job, signal);
       } catch (error) {
         if (signal.aborted) {
-          await releaseJob(this.options.store.db, job.id, this.options.instanceId);
+          // Back in line, and announced: another instance may take it up before this one restarts.
+          await this.transact(async (trx, stage) => {
+            if (await releaseJob(trx, job.id, this.options.instanceId)) await stage({ type: 'job_enqueued', agentId: job.agent_id });
+          });
           return;
         }
         finisher = handler.failure(job, error);

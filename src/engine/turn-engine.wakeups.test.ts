@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import type { KyselyPlugin } from 'kysely';
 import { openStore, type Store } from '../store/store.ts';
-import { freshDatabase, type TestDatabase } from '../testing/harness.ts';
-import { InProcessBus } from './bus.ts';
+import { freshDatabase, TEST_DB, type TestDatabase } from '../testing/harness.ts';
+import { InProcessBus, PostgresBus } from './bus.ts';
 import { isFinished, TurnEngine, type JobHandler } from './turn-engine.ts';
 
 /**
@@ -61,4 +62,96 @@ test('a job queued for want of a free slot starts when another agent\'s job ends
     // And again, after the queue was seen empty: new work still wakes it.
     await runAll(engine, [{ agentId: 'agt_one' }, { agentId: 'agt_two' }]);
   });
+});
+
+test('a job that ends while a scan of the queue is under way still frees its agent\'s line', async () => {
+  // The scan's result is held back (through Kysely's plugin hook) until the job blocking the
+  // line has ended, so its end lands while the scan is under way, having read the queue before.
+  let whileScanning: (() => Promise<void>) | null = null;
+  const scans = new Set<unknown>();
+  const holdScan: KyselyPlugin = {
+    transformQuery({ node, queryId }) {
+      if (node.kind === 'SelectQueryNode' && JSON.stringify(node).includes('count(*)')) scans.add(queryId);
+      return node;
+    },
+    async transformResult({ result, queryId }) {
+      const hold = whileScanning;
+      if (hold && scans.has(queryId)) {
+        whileScanning = null;
+        await hold();
+      }
+      return result;
+    },
+  };
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => { release = resolve; });
+  let firstRun = true;
+  const engine = new TurnEngine({
+    store: { ...store, db: store.db.withPlugin(holdScan) }, bus: new InProcessBus(), instanceId: 'wakeups-c',
+    perAgent: 1, concurrency: 8, leaseMs: 15_000, pollMs: 600_000,
+  });
+  engine.setHandler({
+    async run() {
+      if (firstRun) {
+        firstRun = false;
+        await released; // the first job holds the agent's line until the scan is under way
+      }
+      return async () => ({ status: 'done', replyTurnId: null });
+    },
+    failure: () => async () => ({ status: 'failed', replyTurnId: null }),
+  });
+  await engine.start();
+  try {
+    const enqueue = (i: number) => engine.transact(async (trx, stage, hooks) => (await engine.enqueue(trx, stage, hooks, {
+      agentId: 'agt_scan', sessionId: `ses_scan${i}`, userId: 'usr_wakeups', kind: 'message', payload: { kind: 'message', text: `${i}` },
+    })).id);
+    const blocking = await enqueue(1);
+    const waiting = await enqueue(2);
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the scan for the queued job has come and gone
+    whileScanning = async () => {
+      release();
+      await engine.waitForJob(blocking, 2_000);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    };
+    engine.kick(); // any sign of new work (another agent's message, the poll) starts a scan
+    assert.ok(isFinished((await engine.waitForJob(blocking, 2_000)).job));
+    const state = await engine.waitForJob(waiting, 2_000);
+    assert.ok(isFinished(state.job), `the waiting job is still ${state.job.status} 2 s after the line freed`);
+  } finally {
+    await engine.stop(1_000);
+  }
+});
+
+test('work whose runner died is announced when its lease is swept, so a runner on another instance takes it up', { skip: TEST_DB !== 'postgres' }, async () => {
+  // Instance A sweeps expired leases but is full (one slot, busy); instance B is idle and has
+  // seen an empty queue, so only the announcement can bring the orphaned job to it.
+  let releaseA!: () => void;
+  const busyA = new Promise<void>((resolve) => { releaseA = resolve; });
+  const buses = [await PostgresBus.connect(database.url, database.pgSchema ?? null), await PostgresBus.connect(database.url, database.pgSchema ?? null)];
+  const a = new TurnEngine({ store, bus: buses[0]!, instanceId: 'wakeups-swept-a', perAgent: 1, concurrency: 1, leaseMs: 600, pollMs: 600_000 });
+  const b = new TurnEngine({ store, bus: buses[1]!, instanceId: 'wakeups-swept-b', perAgent: 1, concurrency: 8, leaseMs: 15_000, pollMs: 600_000 });
+  a.setHandler({ async run() { await busyA; return async () => ({ status: 'done', replyTurnId: null }); }, failure: slowHandler.failure });
+  b.setHandler(slowHandler);
+  await a.start();
+  await b.start();
+  try {
+    const busy = await a.transact(async (trx, stage, hooks) => (await a.enqueue(trx, stage, hooks, {
+      agentId: 'agt_busy', sessionId: 'ses_busy', userId: 'usr_wakeups', kind: 'message', payload: { kind: 'message', text: 'busy' },
+    })).id);
+    // A job a dead instance was running: its lease ran out a moment ago.
+    const [orphan] = await store.db.insertInto('jobs').values({
+      agent_id: 'agt_orphan', session_id: 'ses_orphan', user_id: 'usr_wakeups', kind: 'message', payload: JSON.stringify({ kind: 'message', text: 'orphan' }),
+      status: 'running', attempts: 1, lease_owner: 'gone', lease_expires_at: new Date(Date.now() - 1).toISOString(),
+      created_at: new Date().toISOString(), started_at: new Date().toISOString(),
+    }).returning('id').execute();
+    const state = await b.waitForJob(Number(orphan!.id), 3_000);
+    assert.ok(isFinished(state.job), `the orphaned job is still ${state.job.status}`);
+    releaseA();
+    await a.waitForJob(busy, 3_000);
+  } finally {
+    releaseA();
+    await a.stop(1_000);
+    await b.stop(1_000);
+    for (const bus of buses) await bus.close();
+  }
 });
