@@ -84,11 +84,11 @@ try {
   const micro = await microAuthAndRateLimit(authorization);
   const summary = summarize(rounds);
   console.log(`
-| medians over ${ROUNDS} rounds | throughput (req/s) | p50 (ms) | p99 (ms) |
-|---|---|---|---|
-| agent-channel GET /agents (key auth + rate limit + SQLite, LOG_LEVEL=${env.LOG_LEVEL}) | ${summary.ours.rps.toFixed(0)} | ${summary.ours.p50} | ${summary.ours.p99} |
-| bare Fastify route, same JSON | ${summary.bare.rps.toFixed(0)} | ${summary.bare.p50} | ${summary.bare.p99} |
-| ratio (median of per-round ratios) | ${(summary.ratio * 100).toFixed(1)}% | | |
+| medians over ${ROUNDS} rounds | throughput (req/s) | p50 (ms) | p99 (ms) | server CPU per request (µs) |
+|---|---|---|---|---|
+| agent-channel GET /agents (key auth + rate limit + SQLite, LOG_LEVEL=${env.LOG_LEVEL}) | ${summary.ours.rps.toFixed(0)} | ${summary.ours.p50} | ${summary.ours.p99} | ${summary.ours.cpuUs.toFixed(1)} |
+| bare Fastify route, same JSON | ${summary.bare.rps.toFixed(0)} | ${summary.bare.p50} | ${summary.bare.p99} | ${summary.bare.cpuUs.toFixed(1)} |
+| ratio (median of per-round ratios) | ${(summary.ratio * 100).toFixed(1)}% | | | |
 
 auth + rate limit in-process (KeysService.authenticate + MemoryRateLimiter.take, ${MICRO_ITERATIONS} iterations):
 p50 ${(micro.p50 * 1000).toFixed(1)} µs, p99 ${(micro.p99 * 1000).toFixed(1)} µs

@@ -1,5 +1,6 @@
 /** Shared pieces of the benchmarks: child servers on free loopback ports, load rounds, medians. */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
@@ -22,6 +23,18 @@ export async function freePort(): Promise<number> {
 }
 
 export const children: ChildProcess[] = [];
+// The process behind each started server's origin, so a load can be charged to it.
+const pidByOrigin = new Map<string, number>();
+
+/** CPU time (user + system, all threads) a process has used, in microseconds; Linux only, else NaN. */
+function cpuMicros(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10_000; // clock ticks of 10 ms
+  } catch {
+    return Number.NaN;
+  }
+}
 
 /** Starts a server child on a free loopback port and waits until `readyPath` answers. */
 export async function startServer(args: string[], env: NodeJS.ProcessEnv, readyPath: string): Promise<string> {
@@ -29,6 +42,7 @@ export async function startServer(args: string[], env: NodeJS.ProcessEnv, readyP
   const child = spawn(process.execPath, args, { env: { ...env, PORT: String(port) }, stdio: ['ignore', 'ignore', 'inherit'] });
   children.push(child);
   const base = `http://127.0.0.1:${port}`;
+  pidByOrigin.set(base, child.pid!);
   for (let i = 0; i < 200; i++) {
     if (child.exitCode !== null) throw new Error(`${args.join(' ')} exited with ${child.exitCode}`);
     try {
@@ -47,12 +61,16 @@ export async function stopChildren(): Promise<void> {
   })));
 }
 
-export interface RoundResult { rps: number; p50: number; p99: number; non2xx: number }
+/** `cpuUs`: the server's CPU time per request in the round (its own work, not the load generator's). */
+export interface RoundResult { rps: number; p50: number; p99: number; non2xx: number; cpuUs: number }
 
 export async function load(options: autocannon.Options): Promise<RoundResult> {
+  const pid = pidByOrigin.get(new URL(options.url).origin);
+  const cpuBefore = pid === undefined ? Number.NaN : cpuMicros(pid);
   const result = await autocannon(options);
+  const cpuUs = pid === undefined ? Number.NaN : (cpuMicros(pid) - cpuBefore) / result.requests.total;
   if (result.errors > 0) throw new Error(`${options.url}: ${result.errors} errors`);
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx };
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, cpuUs };
 }
 
 export const median = (values: number[]): number => {
@@ -79,7 +97,7 @@ export async function alternatingRounds(
     const second = oursFirst ? await runBare() : await runOurs();
     const pair = oursFirst ? { ours: first, bare: second } : { ours: second, bare: first };
     results.push(pair);
-    console.log(`round ${round}: ours ${pair.ours.rps.toFixed(0)} ${unit} (p50 ${pair.ours.p50} ms, p99 ${pair.ours.p99} ms) | bare ${pair.bare.rps.toFixed(0)} req/s (p50 ${pair.bare.p50} ms, p99 ${pair.bare.p99} ms) | ratio ${(pair.ours.rps / pair.bare.rps * 100).toFixed(1)}%`);
+    console.log(`round ${round}: ours ${pair.ours.rps.toFixed(0)} ${unit} (p50 ${pair.ours.p50} ms, p99 ${pair.ours.p99} ms, ${pair.ours.cpuUs.toFixed(0)} µs CPU each) | bare ${pair.bare.rps.toFixed(0)} req/s (p50 ${pair.bare.p50} ms, p99 ${pair.bare.p99} ms, ${pair.bare.cpuUs.toFixed(0)} µs CPU each) | ratio ${(pair.ours.rps / pair.bare.rps * 100).toFixed(1)}%`);
   }
   return results;
 }
@@ -88,6 +106,7 @@ export async function alternatingRounds(
 export function summarize(pairs: Pair[]) {
   const of = (side: 'ours' | 'bare') => ({
     rps: median(pairs.map((p) => p[side].rps)), p50: median(pairs.map((p) => p[side].p50)), p99: median(pairs.map((p) => p[side].p99)),
+    cpuUs: median(pairs.map((p) => p[side].cpuUs)),
   });
   return { ours: of('ours'), bare: of('bare'), ratio: median(pairs.map((p) => p.ours.rps / p.bare.rps)) };
 }

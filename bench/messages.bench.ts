@@ -101,11 +101,11 @@ try {
 
   const summary = summarize(rounds);
   console.log(`
-| medians over ${ROUNDS} rounds, ${CONNECTIONS} connections (${DATABASE}) | throughput | p50 (ms) | p99 (ms) |
-|---|---|---|---|
-| agent-channel POST /messages, completed turns (LOG_LEVEL=${env.LOG_LEVEL}) | ${summary.ours.rps.toFixed(0)} turns/s | ${summary.ours.p50} | ${summary.ours.p99} |
-| bare Node http POST, fixed JSON | ${summary.bare.rps.toFixed(0)} req/s | ${summary.bare.p50} | ${summary.bare.p99} |
-| ratio (median of per-round ratios) | ${(summary.ratio * 100).toFixed(1)}% | | |
+| medians over ${ROUNDS} rounds, ${CONNECTIONS} connections (${DATABASE}) | throughput | p50 (ms) | p99 (ms) | server CPU per request (µs) |
+|---|---|---|---|---|
+| agent-channel POST /messages, completed turns (LOG_LEVEL=${env.LOG_LEVEL}) | ${summary.ours.rps.toFixed(0)} turns/s | ${summary.ours.p50} | ${summary.ours.p99} | ${summary.ours.cpuUs.toFixed(0)} |
+| bare Node http POST, fixed JSON | ${summary.bare.rps.toFixed(0)} req/s | ${summary.bare.p50} | ${summary.bare.p99} | ${summary.bare.cpuUs.toFixed(0)} |
+| ratio (median of per-round ratios) | ${(summary.ratio * 100).toFixed(1)}% | | | |
 
 GET /sessions/{id}/messages?after=…&limit=50 on a session of ${TRANSCRIPT_TURNS.toLocaleString('en')} turns, medians of 3 rounds:
 ${[1, 10].map((c) => `| ${c} connection${c > 1 ? 's' : ''} | ${median(transcriptRuns[c]!.map((r) => r.rps)).toFixed(0)} req/s | p50 ${median(transcriptRuns[c]!.map((r) => r.p50))} ms | p99 ${median(transcriptRuns[c]!.map((r) => r.p99))} ms |`).join('\n')}`);
