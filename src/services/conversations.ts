@@ -91,6 +91,13 @@ class DuplicateMessage extends Error {
   }
 }
 
+/** A page size as every paged read takes it: 1 to 200, 50 when not given. */
+function pageLimit(limit: number | undefined): number {
+  if (limit === undefined) return 50;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw Problem.validation([{ path: 'limit', message: 'must be an integer from 1 to 200' }]);
+  return limit;
+}
+
 const sha256 = (value: string): string => createHash('sha256').update(value).digest('hex');
 
 /**
@@ -295,8 +302,7 @@ export class ConversationsService {
     if (cursor !== undefined && !isValidTs(cursor)) {
       throw Problem.validation([{ path: cursorName, message: 'must be a turn ts such as 2026-11-22T12:34:56.789012Z' }]);
     }
-    const limit = limitOption ?? 50;
-    if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw Problem.validation([{ path: 'limit', message: 'must be an integer from 1 to 200' }]);
+    const limit = pageLimit(limitOption);
     const session = await this.findOwnSession(userId, sessionId);
     if (!session) throw new Problem('session_not_found', 'No such session.');
     // Status first, then the page, never side by side: "idle" then means every job that existed
@@ -313,8 +319,7 @@ export class ConversationsService {
    * queries whatever the page size. `cursor` is the `next_cursor` of the page before (opaque).
    */
   async listSessionsPage(userId: string, options: { limit?: number | undefined; cursor?: string | undefined } = {}): Promise<{ sessions: SessionListItem[]; next_cursor: string | null }> {
-    const limit = options.limit ?? 50;
-    if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw Problem.validation([{ path: 'limit', message: 'must be an integer from 1 to 200' }]);
+    const limit = pageLimit(options.limit);
     let after: { activity: string; id: string } | null = null;
     if (options.cursor !== undefined) {
       const [activity, id] = Buffer.from(options.cursor, 'base64url').toString('utf8').split('\n');

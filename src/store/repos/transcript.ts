@@ -48,9 +48,15 @@ export async function startSession(
 }
 
 export interface TranscriptPage {
-  messages: { role: TurnRole; text: string; ts: string; error?: string }[];
+  messages: TranscriptMessage[];
   hasMore: boolean;
 }
+
+type TranscriptMessage = { role: TurnRole; text: string; ts: string; error?: string };
+
+/** A turn as the transcript shows it: `error` only on a turn that reports a failure. */
+const toMessage = (r: { role: TurnRole; text: string; ts: string; error: string | null }): TranscriptMessage =>
+  (r.error ? { role: r.role, text: r.text, ts: r.ts, error: r.error } : { role: r.role, text: r.text, ts: r.ts });
 
 // Every poll runs one of these: built once (see ../prepared.ts).
 const firstTurns = prepared((db, sessionId: string, limit: number) => db.selectFrom('turns').select(['role', 'text', 'ts', 'error'])
@@ -62,8 +68,7 @@ const turnsAfter = prepared((db, sessionId: string, after: string, limit: number
 export async function readTranscript(db: Kysely<DB>, sessionId: string, after: string | null, limit: number): Promise<TranscriptPage> {
   const rows = after === null ? await firstTurns(db, sessionId, limit + 1) : await turnsAfter(db, sessionId, after, limit + 1);
   const hasMore = rows.length > limit;
-  const messages = rows.slice(0, limit).map((r) => (r.error ? { role: r.role, text: r.text, ts: r.ts, error: r.error } : { role: r.role, text: r.text, ts: r.ts }));
-  return { messages, hasMore };
+  return { messages: rows.slice(0, limit).map(toMessage), hasMore };
 }
 
 const lastTurns = prepared((db, sessionId: string, limit: number) => db.selectFrom('turns').select(['role', 'text', 'ts', 'error'])
@@ -78,7 +83,5 @@ const lastTurnsBefore = prepared((db, sessionId: string, before: string, limit: 
 export async function readLastTurns(db: Kysely<DB>, sessionId: string, before: string | null, limit: number): Promise<TranscriptPage> {
   const rows = before === null ? await lastTurns(db, sessionId, limit + 1) : await lastTurnsBefore(db, sessionId, before, limit + 1);
   const hasMore = rows.length > limit;
-  const messages = rows.slice(0, limit).reverse()
-    .map((r) => (r.error ? { role: r.role, text: r.text, ts: r.ts, error: r.error } : { role: r.role, text: r.text, ts: r.ts }));
-  return { messages, hasMore };
+  return { messages: rows.slice(0, limit).reverse().map(toMessage), hasMore };
 }
