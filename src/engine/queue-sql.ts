@@ -2,6 +2,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import type { DB, Job, JobKind, JobStatus } from '../store/schema.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
+import type { Stage } from './turn-engine.ts';
 
 /**
  * Every statement the work queue runs, in one place (as pg-boss keeps its "plans").
@@ -43,10 +44,12 @@ export async function insertJob(trx: Transaction<DB>, job: NewJob, claim: { owne
   return normalize(row!);
 }
 
-/** Enqueues a job for whichever runner gets to it; returns its id. */
-export async function enqueueJob(trx: Transaction<DB>, store: QueueStore, job: NewJob): Promise<number> {
+/** Enqueues a job for whichever runner gets to it, and tells the runners at commit; returns its id. */
+export async function enqueueJob(trx: Transaction<DB>, store: QueueStore, stage: Stage, job: NewJob): Promise<number> {
   await lockAgentLine(trx, store, job.agentId);
-  return (await insertJob(trx, job, null)).id;
+  const { id } = await insertJob(trx, job, null);
+  await stage({ type: 'job_enqueued', agentId: job.agentId });
+  return id;
 }
 
 /** What the queue needs to know of the store it runs on. */

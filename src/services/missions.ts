@@ -4,7 +4,7 @@ import type { Brain } from '../brains/brain.ts';
 import { looksLikeId } from '../domain/ids.ts';
 import { isLongerThan, Problem, TEXT_MAX_LENGTH } from '../domain/problems.ts';
 import { enqueueJob, openContinuationPayloads } from '../engine/queue-sql.ts';
-import type { TurnEngine } from '../engine/turn-engine.ts';
+import type { Stage, TurnEngine } from '../engine/turn-engine.ts';
 import type { Action, DB, MissionStatus, Question } from '../store/schema.ts';
 import type { Dialect, Store } from '../store/store.ts';
 import { isoNow } from './clock.ts';
@@ -188,16 +188,15 @@ export class MissionsService {
         const now = await trx.selectFrom('actions').select('status').where('id', '=', action.id).executeTakeFirst();
         return now?.status === 'closed' ? notFound : alreadySettled;
       }
-      await this.continueMission(trx, action, approve
+      await this.continueMission(trx, stage, action, approve
         ? { kind: 'action_approved', missionId: action.mission_id, operationId: action.id }
         : { kind: 'action_rejected', missionId: action.mission_id, operationId: action.id, reason });
       const alsoApproved: string[] = [];
       for (const sibling of siblings) {
         if (!(await settleAction(trx, sibling.id, 'approved', decision, null))) continue;
-        await this.continueMission(trx, sibling, { kind: 'action_approved', missionId: sibling.mission_id, operationId: sibling.id });
+        await this.continueMission(trx, stage, sibling, { kind: 'action_approved', missionId: sibling.mission_id, operationId: sibling.id });
         alsoApproved.push(sibling.id);
       }
-      await stage({ type: 'job_enqueued', agentId: action.agent_id });
       return { operation_id: operationId, ok: true, outcome: approve ? 'approved' : 'rejected', also_approved: alsoApproved } satisfies DecisionResult;
     });
   }
@@ -251,18 +250,17 @@ export class MissionsService {
         const now = await trx.selectFrom('questions').select('status').where('id', '=', requestId).executeTakeFirst();
         return now?.status === 'answered' ? alreadyAnswered : notFound;
       }
-      await this.continueMission(trx, question, { kind: 'question_answered', missionId: question.mission_id, requestId, answer: text });
-      await stage({ type: 'job_enqueued', agentId: question.agent_id });
+      await this.continueMission(trx, stage, question, { kind: 'question_answered', missionId: question.mission_id, requestId, answer: text });
       return { request_id: requestId, ok: true, accepted: true } satisfies AnswerResult;
     });
   }
 
   /** Enqueues a mission's next unit of work; it runs as the mission's owner, in the agent's FIFO line. */
-  private async continueMission(trx: Transaction<DB>, on: Action | Question, payload: JobPayload): Promise<void> {
+  private async continueMission(trx: Transaction<DB>, stage: Stage, on: Action | Question, payload: JobPayload): Promise<void> {
     // The mission row before the agent's line: the order the finishing transaction takes them in.
     await trx.updateTable('missions').set({ status: 'active', updated_at: isoNow() })
       .where('id', '=', on.mission_id).where('status', '!=', 'closed').execute();
-    await enqueueJob(trx, this.deps.store, { agentId: on.agent_id, sessionId: on.session_id, userId: on.owner_user_id, kind: 'continuation', payload, userTurnId: null });
+    await enqueueJob(trx, this.deps.store, stage, { agentId: on.agent_id, sessionId: on.session_id, userId: on.owner_user_id, kind: 'continuation', payload, userTurnId: null });
   }
 
   private async isMemberOfAgentWorkspace(userId: string, agentId: string): Promise<boolean> {

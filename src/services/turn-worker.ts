@@ -166,11 +166,10 @@ export class TurnWorker implements JobHandler {
       }).execute();
       if (!needsPermission) {
         // Nobody is asked: its continuation goes into the agent's line now, as an approval's would.
-        await enqueueJob(trx, this.store, {
+        await enqueueJob(trx, this.store, stage, {
           agentId: job.agent_id, sessionId: job.session_id, userId: job.user_id, kind: 'continuation', userTurnId: null,
           payload: { kind: 'action_approved', missionId, operationId: a.operationId } satisfies JobPayload,
         });
-        await stage({ type: 'job_enqueued', agentId: job.agent_id });
       }
     }
     if (result.question) {
