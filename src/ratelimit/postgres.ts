@@ -5,7 +5,7 @@ import { decision, WINDOW_MS, type RateDecision, type RateLimiter } from './rate
  * Every statement this limiter runs. The log itself, the table `rate_limit_windows` and the
  * function `rate_limit_take`, is created by migration 002_rate_limits.
  */
-export const rateLimitSql = {
+const rateLimitSql = {
   /** One round trip: lock the key's row, drop buckets that have left, decide, record. */
   take: 'select allowed, used, free_at_us, now_us from rate_limit_take($1, $2, $3, $4, $5)',
   /** Rows of keys whose every bucket has left the window (on the database's clock). */
@@ -20,8 +20,6 @@ export interface PostgresRateLimiterOptions {
   now?: () => number;
   /** Tests only: a bucket width other than BUCKET_MS (1 makes the log exact to the millisecond). */
   bucketMs?: number;
-  /** How often this instance deletes the rows of idle keys (default: once a window). */
-  sweepEveryMs?: number;
 }
 
 /**
@@ -29,25 +27,21 @@ export interface PostgresRateLimiterOptions {
  * on the database's clock (µs), each bucket counting all its acceptances until its latest one
  * has left the window. Never more than L accepted in any rolling 60 s across instances; at
  * worst a request is refused less than one bucket (1 s) before an exact log would accept it.
- * Runs on the store's own pool: one round trip per request.
+ * Runs on the store's own pool: one round trip per request. Rows of idle keys are deleted by
+ * the housekeeping (sweepIdleRateLimits).
  */
 export class PostgresRateLimiter implements RateLimiter {
   private readonly pool: pg.Pool;
   private readonly now: (() => number) | undefined;
   private readonly bucketMs: number;
-  private readonly sweepEveryMs: number;
-  private lastSweep = performance.now();
-  private sweeping: Promise<void> | null = null;
 
   constructor(pool: pg.Pool, options: PostgresRateLimiterOptions = {}) {
     this.pool = pool;
     this.now = options.now;
     this.bucketMs = options.bucketMs ?? BUCKET_MS;
-    this.sweepEveryMs = options.sweepEveryMs ?? WINDOW_MS;
   }
 
   async take(keyId: string, limit: number): Promise<RateDecision> {
-    this.maybeSweep();
     const { rows } = await this.pool.query<{ allowed: boolean; used: number; free_at_us: number | null; now_us: number }>({
       name: 'rate_limit_take',
       text: rateLimitSql.take,
@@ -59,19 +53,11 @@ export class PostgresRateLimiter implements RateLimiter {
     return decision(row.allowed, limit, Number(row.used), freeAtMs, Number(row.now_us) / 1000);
   }
 
-  /** Deletes the rows of keys idle for a whole window; returns how many went. */
-  async sweep(): Promise<number> {
-    const result = await this.pool.query(rateLimitSql.sweep);
-    return result.rowCount ?? 0;
-  }
+  async close(): Promise<void> {} // the pool is the store's; it closes with the store
+}
 
-  async close(): Promise<void> {
-    await this.sweeping; // the pool is the store's; it closes with the store
-  }
-
-  private maybeSweep(): void {
-    if (this.sweeping || performance.now() - this.lastSweep < this.sweepEveryMs) return;
-    this.lastSweep = performance.now();
-    this.sweeping = this.sweep().then(() => {}, () => {}).finally(() => { this.sweeping = null; });
-  }
+/** Deletes the rows of keys idle for a whole window (whichever limiter is in use); returns how many went. */
+export async function sweepIdleRateLimits(pool: pg.Pool): Promise<number> {
+  const result = await pool.query(rateLimitSql.sweep);
+  return result.rowCount ?? 0;
 }

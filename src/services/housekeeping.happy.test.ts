@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { send } from '../testing/conversation.ts';
-import { startTestApp, type TestApp } from '../testing/harness.ts';
+import { startTestApp, TEST_DB, type TestApp } from '../testing/harness.ts';
 import { draftAction, unique } from './missions.test-helper.ts';
+import { PostgresRateLimiter } from '../ratelimit/postgres.ts';
+import { WINDOW_MS } from '../ratelimit/rate-limiter.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp({ duplicateWindowMs: 10_000 }); });
@@ -14,9 +16,9 @@ test('expired idempotency records and duplicate-window claims are deleted; fresh
   await send(t, u, { text: 'claims the window' });
   const { housekeeping } = t.runtime.services;
   const now = await housekeeping.runOnce();
-  assert.deepEqual(now, { idempotencyKeys: 0, recentMessages: 0 });
+  assert.deepEqual(now, { idempotencyKeys: 0, recentMessages: 0, rateLimitRows: 0 });
   const later = await housekeeping.runOnce(Date.now() + 25 * 3_600_000);
-  assert.deepEqual(later, { idempotencyKeys: 1, recentMessages: 2 }, 'the keyed message claimed the window too');
+  assert.deepEqual(later, { idempotencyKeys: 1, recentMessages: 2, rateLimitRows: 0 }, 'the keyed message claimed the window too');
   // After the window the same text is a new message again.
   const again = await send(t, u, { text: 'claims the window' });
   assert.equal(again.json().status, 'completed');
@@ -42,4 +44,12 @@ test('the periodic sweep closes orphaned missions by itself, with nobody listing
   }
   assert.deepEqual(await state(), { action: 'closed', mission: 'closed' });
   assert.deepEqual(errors, []);
+});
+
+test('on PostgreSQL, the rate-limit rows of keys idle for a whole window are deleted', { skip: TEST_DB !== 'postgres' }, async () => {
+  // A key last used five windows ago, on the shared log every instance counts in.
+  const past = new PostgresRateLimiter(t.runtime.store.pgPool!, { now: () => Date.now() - 5 * WINDOW_MS });
+  await past.take('idle-key', 3);
+  const swept = await t.runtime.services.housekeeping.runOnce();
+  assert.equal(swept.rateLimitRows, 1);
 });

@@ -1,9 +1,11 @@
+import { sweepIdleRateLimits } from '../ratelimit/postgres.ts';
 import type { Store } from '../store/store.ts';
 import type { MissionsService } from './missions.ts';
 
 /**
  * Periodic clean-up, so that nothing needs babysitting: expired idempotency records and
- * duplicate-window claims are deleted, and missions nobody can settle any more are closed.
+ * duplicate-window claims are deleted, so are (on PostgreSQL) the rate-limit rows of idle keys,
+ * and missions nobody can settle any more are closed.
  */
 export class Housekeeping {
   private timer: NodeJS.Timeout | null = null;
@@ -24,13 +26,15 @@ export class Housekeeping {
     this.timer = null;
   }
 
-  async runOnce(now = Date.now()): Promise<{ idempotencyKeys: number; recentMessages: number }> {
+  async runOnce(now = Date.now()): Promise<{ idempotencyKeys: number; recentMessages: number; rateLimitRows: number }> {
     const { db } = this.deps.store;
     const keys = await db.deleteFrom('idempotency_keys')
       .where('created_at', '<', new Date(now - this.deps.idempotencyTtlMs).toISOString()).executeTakeFirst();
     const recent = await db.deleteFrom('recent_messages')
       .where('created_at', '<', new Date(now - Math.max(this.deps.duplicateWindowMs, 1000)).toISOString()).executeTakeFirst();
+    // The rate-limit log judges by the database's clock, so `now` does not apply to it.
+    const rateLimitRows = this.deps.store.pgPool ? await sweepIdleRateLimits(this.deps.store.pgPool) : 0;
     await this.deps.missions.closeOrphanedMissions();
-    return { idempotencyKeys: Number(keys.numDeletedRows), recentMessages: Number(recent.numDeletedRows) };
+    return { idempotencyKeys: Number(keys.numDeletedRows), recentMessages: Number(recent.numDeletedRows), rateLimitRows };
   }
 }
