@@ -1,5 +1,5 @@
-import type { RateLimitStore } from './ratelimit/select.ts';
-import { DEFAULT_DATABASE_URL } from './store/store.ts';
+import { POSTGRES_LIMITER_NEEDS_POSTGRES, RATE_LIMIT_STORES, type RateLimitStore } from './ratelimit/select.ts';
+import { DEFAULT_DATABASE_URL, isPostgresUrl } from './store/store.ts';
 
 /** Every server setting, read from the environment once. README lists each of them. */
 export interface Config {
@@ -40,12 +40,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const maxRateLimitPerMinute = int(env, 'MAX_RATE_LIMIT_PER_MINUTE', 10_000, 1, 100_000_000);
   // Unset: follow the database (memory on SQLite, postgres on PostgreSQL); see ratelimit/select.ts.
   const rateLimitStore = (env.RATE_LIMIT_STORE || 'auto') as RateLimitStore;
-  if (!['auto', 'memory', 'redis', 'postgres'].includes(rateLimitStore)) {
+  if (!RATE_LIMIT_STORES.includes(rateLimitStore)) {
     throw new Error(`RATE_LIMIT_STORE must be "memory", "redis" or "postgres", or unset to follow the database (got "${rateLimitStore}")`);
   }
-  if (rateLimitStore === 'postgres' && !/^postgres(ql)?:\/\//.test(env.DATABASE_URL ?? '')) {
-    throw new Error('RATE_LIMIT_STORE=postgres needs a PostgreSQL DATABASE_URL (postgres://…)');
-  }
+  // Refused here already, so that a misconfigured server stops before it opens anything.
+  if (rateLimitStore === 'postgres' && !isPostgresUrl(env.DATABASE_URL ?? '')) throw new Error(POSTGRES_LIMITER_NEEDS_POSTGRES);
   return {
     port: int(env, 'PORT', 8080, 0, 65535),
     host: env.HOST || '127.0.0.1',

@@ -5,7 +5,10 @@ import type { RateLimiter } from './rate-limiter.ts';
 import { RedisRateLimiter } from './redis.ts';
 
 /** RATE_LIMIT_STORE: `auto` (unset) follows the database. */
-export type RateLimitStore = 'auto' | 'memory' | 'redis' | 'postgres';
+export const RATE_LIMIT_STORES = ['auto', 'memory', 'redis', 'postgres'] as const;
+export type RateLimitStore = typeof RATE_LIMIT_STORES[number];
+
+export const POSTGRES_LIMITER_NEEDS_POSTGRES = 'RATE_LIMIT_STORE=postgres needs a PostgreSQL DATABASE_URL (postgres://…)';
 
 /**
  * The limiter an instance uses. Unset, it follows the database: in memory on SQLite (one server
@@ -20,7 +23,7 @@ export function createRateLimiter(choice: RateLimitStore, store: Store, redisUrl
     case 'redis':
       return new RedisRateLimiter(redisUrl);
     case 'postgres':
-      if (!store.pgPool) throw new Error('RATE_LIMIT_STORE=postgres needs a PostgreSQL DATABASE_URL (postgres://…)');
+      if (!store.pgPool) throw new Error(POSTGRES_LIMITER_NEEDS_POSTGRES);
       return new PostgresRateLimiter(store.pgPool);
   }
 }

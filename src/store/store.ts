@@ -48,8 +48,11 @@ const pgTypes = {
     oid === 20 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
+/** Does this DATABASE_URL name a PostgreSQL database (else it is SQLite's)? */
+export const isPostgresUrl = (url: string): boolean => url.startsWith('postgres://') || url.startsWith('postgresql://');
+
 export async function openStore(url: string = DEFAULT_DATABASE_URL, options: OpenStoreOptions = {}): Promise<Store> {
-  const store = url.startsWith('postgres://') || url.startsWith('postgresql://')
+  const store = isPostgresUrl(url)
     ? await openPostgres(url, options)
     : openSqlite(url);
   try {
