@@ -16,8 +16,11 @@ export function rateLimiterConformance(name: string, limiter: () => RateLimiter,
     const key = freshKey();
     const limit = 5;
     for (let i = 1; i <= limit; i++) {
-      const d = await limiter().take(key, limit);
-      assert.deepEqual(d, { allowed: true, limit, remaining: limit - i, resetSeconds: limit - i > 0 ? 0 : d.resetSeconds });
+      const { resetSeconds, ...d } = await limiter().take(key, limit);
+      assert.deepEqual(d, { allowed: true, limit, remaining: limit - i });
+      // t: seconds until a request is next sure to be accepted: now, until the L-th fills the window.
+      if (i < limit) assert.equal(resetSeconds, 0);
+      else assert.ok(resetSeconds >= 1 && resetSeconds <= WINDOW_MS / 1000, `resetSeconds ${resetSeconds} once the window is full`);
     }
     const refused = await limiter().take(key, limit);
     assert.equal(refused.allowed, false);
@@ -45,5 +48,6 @@ export function rateLimiterConformance(name: string, limiter: () => RateLimiter,
     const limit = 10;
     const decisions = await Promise.all(Array.from({ length: 40 }, () => limiter().take(key, limit)));
     assert.equal(decisions.filter((d) => d.allowed).length, limit);
+    assert.ok(decisions.filter((d) => !d.allowed).every((d) => d.remaining === 0 && d.resetSeconds >= 1 && d.resetSeconds <= WINDOW_MS / 1000));
   });
 }
