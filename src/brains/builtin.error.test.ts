@@ -16,6 +16,7 @@ test('!fail <text> fails the turn whatever the text: 502 agent_failed, and nothi
   assert.equal(res.statusCode, 502, res.body);
   assert.equal(res.json().code, 'agent_failed');
   assert.match(res.json().session_id, /^ses_/);
+  assert.doesNotMatch(res.body, /the rest is ignored/);
   // "!failure" is not the directive: it is plain text.
   const plain = await send(t, u, unique('!failure is not a directive'));
   assert.match(plain.reply, /^You said: !failure is not a directive/);
@@ -57,7 +58,7 @@ test(`!sleep works at most ${MAX_SLEEP_MS} ms: a longer sleep is cut to the cap 
   const pending = new BuiltinBrain().respond({ kind: 'message', text: '!sleep 99999999999 then this' }, context)
     .then((result) => { reply = result.reply; });
   ctx.mock.timers.tick(MAX_SLEEP_MS - 1);
-  await Promise.resolve();
+  await new Promise((resolve) => setImmediate(resolve)); // every microtask has run: an early wake-up would show
   assert.equal(reply, null, 'still asleep just before the cap');
   ctx.mock.timers.tick(1);
   await pending;
