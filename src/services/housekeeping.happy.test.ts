@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { send } from '../testing/conversation.ts';
 import { startTestApp, TEST_DB, type TestApp } from '../testing/harness.ts';
-import { draftAction, unique } from './missions.test-helper.ts';
+import { actionState, draftAction, unique } from './missions.test-helper.ts';
 import { PostgresRateLimiter } from '../ratelimit/postgres.ts';
 import { WINDOW_MS } from '../ratelimit/rate-limiter.ts';
 
@@ -29,8 +29,7 @@ test('the periodic sweep closes orphaned missions by itself, with nobody listing
   const drafted = await draftAction(t, u, 'email', unique('orphaned by a deleted session'));
   const { db } = t.runtime.store;
   await db.deleteFrom('sessions').where('id', '=', drafted.sessionId).execute();
-  const state = async () => ({ ...(await db.selectFrom('actions').innerJoin('missions', 'missions.id', 'actions.mission_id')
-    .select(['actions.status as action', 'missions.status as mission']).where('actions.id', '=', drafted.operationId).executeTakeFirstOrThrow()) });
+  const state = () => actionState(t, drafted.operationId);
   assert.deepEqual(await state(), { action: 'pending', mission: 'waiting' });
 
   const { housekeeping } = t.runtime.services;

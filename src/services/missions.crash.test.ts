@@ -40,7 +40,7 @@ test('a crash between "executing" and "done" runs the tool again with the same i
     kind: 'payment', needsPermission: true, description: 'Records each run (a test double for an outside service).',
     run: async (action, idempotencyKey) => { runs.push({ kind: action.kind, key: idempotencyKey }); },
   });
-  const actionStatus = async () => (await db.selectFrom('actions').select('status').where('id', '=', drafted.operationId).executeTakeFirstOrThrow()).status;
+  const actionStatus = async () => (await actionState(t, drafted.operationId)).action;
 
   // First life: claims the job, marks the action executing, runs the tool, and dies before finishing.
   const firstClaim = await db.transaction().execute((trx) => claimInTransaction(trx, t.runtime.store, candidate, 'instance-that-dies', 60_000, 1));
@@ -65,9 +65,7 @@ test('a crash between "executing" and "done" runs the tool again with the same i
   assert.deepEqual(runs, [{ kind: 'payment', key: drafted.operationId }, { kind: 'payment', key: drafted.operationId }]);
   assert.equal(await actionStatus(), 'done');
   assert.equal((await getJob(db, candidate.id))!.status, 'done');
-  const mission = await db.selectFrom('missions').innerJoin('actions', 'actions.mission_id', 'missions.id')
-    .select('missions.status').where('actions.id', '=', drafted.operationId).executeTakeFirstOrThrow();
-  assert.equal(mission.status, 'done');
+  assert.equal((await actionState(t, drafted.operationId)).mission, 'done');
   assert.deepEqual(agentTexts((await transcript(t, owner, drafted.sessionId)).messages), [drafted.reply, `Done: ${summary}`]);
 });
 

@@ -5,7 +5,7 @@ import { builtinToolRegistry } from '../brains/tools.ts';
 import { claimInTransaction, finishJob } from '../engine/queue-sql.ts';
 import { startTestApp, type TestApp } from '../testing/harness.ts';
 import {
-  askQuestion, decideOne, answerOne, draftAction, listActions, listQuestions, memberOfOwnersWorkspace, queueDrained, unique,
+  actionState, askQuestion, decideOne, answerOne, draftAction, listActions, listQuestions, memberOfOwnersWorkspace, queueDrained, unique,
 } from './missions.test-helper.ts';
 import { TurnWorker } from './turn-worker.ts';
 
@@ -150,9 +150,7 @@ test('a mission closed while its continuation runs stays closed when the continu
       const outcome = await finisher(trx, async () => {});
       assert.equal(await finishJob(trx, claimed.id, 'by-hand', outcome.status, outcome.replyTurnId), true);
     });
-    const mission = await db.selectFrom('missions').innerJoin('actions', 'actions.mission_id', 'missions.id')
-      .select('missions.status').where('actions.id', '=', drafted.operationId).executeTakeFirstOrThrow();
-    assert.equal(mission.status, 'closed');
+    assert.equal((await actionState(app, drafted.operationId)).mission, 'closed');
   } finally {
     await app.close();
   }
