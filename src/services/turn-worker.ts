@@ -5,8 +5,8 @@ import { noToolReply, type ToolRegistry } from '../brains/tools.ts';
 import { newId } from '../domain/ids.ts';
 import { enqueueJob } from '../engine/queue-sql.ts';
 import type { Finisher, JobHandler, Stage } from '../engine/turn-engine.ts';
-import { appendTurn, type AppendedTurn } from '../store/repos/transcript.ts';
-import type { DB, Job, TurnRole } from '../store/schema.ts';
+import { appendTurn, appendTurnIfSessionExists } from '../store/repos/transcript.ts';
+import type { DB, Job } from '../store/schema.ts';
 import type { Store } from '../store/store.ts';
 import { isoNow } from './clock.ts';
 import { settleMission } from './missions.ts';
@@ -66,7 +66,7 @@ export class TurnWorker implements JobHandler {
     return async (trx) => {
       // The session may be gone (that may be why the job failed): then there is no turn to write,
       // but the action and the mission still reach a final state.
-      const turn = await this.appendIfSessionExists(trx, job, { role: 'agent', text: detail, error: 'agent_failed', jobId: job.id });
+      const turn = await appendTurnIfSessionExists(trx, this.store.dialect, { sessionId: job.session_id, role: 'agent', text: detail, error: 'agent_failed', jobId: job.id });
       if (payload.kind === 'action_approved') {
         await trx.updateTable('actions').set({ status: 'failed' })
           .where('id', '=', payload.operationId).where('status', 'in', ['approved', 'executing']).execute();
@@ -184,8 +184,8 @@ export class TurnWorker implements JobHandler {
   /** A continuation whose action, question or mission was removed or closed: close the mission, say so once. */
   private closeMission(job: Job, payload: JobPayload): Finisher {
     return async (trx) => {
-      const turn = await this.appendIfSessionExists(trx, job, {
-        role: 'agent', text: 'This task was closed: what it waited for no longer exists.', jobId: job.id,
+      const turn = await appendTurnIfSessionExists(trx, this.store.dialect, {
+        sessionId: job.session_id, role: 'agent', text: 'This task was closed: what it waited for no longer exists.', jobId: job.id,
       });
       if (payload.kind === 'action_approved') {
         await trx.updateTable('actions').set({ status: 'closed' }).where('id', '=', payload.operationId).where('status', '=', 'approved').execute();
@@ -195,14 +195,5 @@ export class TurnWorker implements JobHandler {
       }
       return { status: 'done', replyTurnId: turn?.id ?? null };
     };
-  }
-
-  /** Appends a turn unless the session was deleted (there is then no transcript to write to). */
-  private async appendIfSessionExists(
-    trx: Transaction<DB>, job: Job, turn: { role: TurnRole; text: string; error?: string; jobId: number },
-  ): Promise<AppendedTurn | null> {
-    const session = await trx.selectFrom('sessions').select('id').where('id', '=', job.session_id)
-      .$if(this.store.dialect === 'postgres', (q) => q.forUpdate()).executeTakeFirst();
-    return session ? appendTurn(trx, this.store.dialect, { sessionId: job.session_id, ...turn }) : null;
   }
 }

@@ -17,18 +17,23 @@ const advanceClock = prepared((db, sessionId: string, ts: string) => db.updateTa
 const insertSession = prepared((db, id: string, userId: string, agentId: string, channel: string, lastTs: string, createdAt: string) =>
   db.insertInto('sessions').values({ id, user_id: userId, agent_id: agentId, channel, last_ts: lastTs, created_at: createdAt }));
 
+type NewTurn = { sessionId: string; role: TurnRole; text: string; error?: string | null; jobId?: number | null };
+
 /**
  * Appends a turn to a session with the next ts of its clock. The session row is locked
  * (PostgreSQL) for the rest of the transaction, so turns of one session commit in ts order
  * and a reader paging with `after` never skips one.
  */
-export async function appendTurn(
-  trx: Transaction<DB>,
-  dialect: Dialect,
-  turn: { sessionId: string; role: TurnRole; text: string; error?: string | null; jobId?: number | null },
-): Promise<AppendedTurn> {
+export async function appendTurn(trx: Transaction<DB>, dialect: Dialect, turn: NewTurn): Promise<AppendedTurn> {
+  const appended = await appendTurnIfSessionExists(trx, dialect, turn);
+  if (!appended) throw new Error(`session ${turn.sessionId} does not exist`);
+  return appended;
+}
+
+/** appendTurn, or null when the session was deleted (there is then no transcript to write to). */
+export async function appendTurnIfSessionExists(trx: Transaction<DB>, dialect: Dialect, turn: NewTurn): Promise<AppendedTurn | null> {
   const [session] = await (dialect === 'postgres' ? sessionClockForUpdate : sessionClock)(trx, turn.sessionId);
-  if (!session) throw new Error(`session ${turn.sessionId} does not exist`);
+  if (!session) return null;
   const ts = nextTs(session.last_ts);
   const [inserted] = await insertTurn(trx, turn.sessionId, turn.role, turn.text, ts, turn.error ?? null, turn.jobId ?? null);
   await advanceClock.affected(trx, turn.sessionId, ts);
