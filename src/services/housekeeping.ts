@@ -34,7 +34,7 @@ export class Housekeeping {
       .where('created_at', '<', new Date(now - Math.max(this.deps.duplicateWindowMs, 1000)).toISOString()).executeTakeFirst();
     // The rate-limit log judges by the database's clock, so `now` does not apply to it.
     const rateLimitRows = this.deps.store.pgPool ? await sweepIdleRateLimits(this.deps.store.pgPool) : 0;
-    await this.deps.missions.closeOrphanedMissions();
+    await this.deps.missions.sweep();
     return { idempotencyKeys: Number(keys.numDeletedRows), recentMessages: Number(recent.numDeletedRows), rateLimitRows };
   }
 }

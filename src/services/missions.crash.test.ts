@@ -111,7 +111,7 @@ test('the orphan sweep fails an action left executing after its job finished, an
       .where('session_id', '=', stranded.sessionId).where('kind', '=', 'continuation').execute();
     await db.updateTable('actions').set({ status: 'executing' }).where('id', 'in', [stranded.operationId, inFlight.operationId]).execute();
 
-    await app.runtime.services.missions.closeOrphanedMissions();
+    await app.runtime.services.missions.sweep();
     assert.deepEqual(await actionState(app, stranded.operationId), { action: 'failed', mission: 'stopped' });
     assert.deepEqual(await actionState(app, inFlight.operationId), { action: 'executing', mission: 'active' });
   } finally {
@@ -138,7 +138,7 @@ test('the sweep settles a mission left active after its continuation ended witho
     await db.updateTable('jobs').set({ status: 'failed', finished_at: new Date().toISOString() })
       .where('session_id', 'in', [rejected.sessionId, asked.sessionId]).where('kind', '=', 'continuation').execute();
 
-    await app.runtime.services.missions.closeOrphanedMissions();
+    await app.runtime.services.missions.sweep();
     assert.equal(await missionOf(rejected.sessionId), 'stopped');
     assert.equal(await missionOf(asked.sessionId), 'stopped');
     assert.equal(await missionOf(waiting.sessionId), 'waiting', 'a mission waiting on a person is left alone');

@@ -276,22 +276,23 @@ export class MissionsService {
   }
 
   /**
+   * The periodic sweep (the housekeeping's): every orphaned mission closed, then actions and
+   * missions nothing will ever finish settled. Returns how many orphans it closed.
+   */
+  async sweep(): Promise<number> {
+    const closed = await this.closeOrphanedMissions();
+    await this.failStrandedActions();
+    await this.settleStrandedMissions();
+    return closed;
+  }
+
+  /**
    * No orphans: a live mission whose session or agent is gone, or whose owner is no longer a
    * member of the agent's workspace, can never be settled by anyone. Close it with its pending
    * actions and open questions so that it stops showing up in lists. Scoped to one mission, to
    * the missions a user owns or was asked on, or (no scope) every mission. Returns how many closed.
    */
   async closeOrphanedMissions(scope: { missionId?: string; involving?: string } = {}): Promise<number> {
-    const closed = await this.closeOrphans(scope);
-    // The periodic sweep (no scope) also settles actions and missions nothing will ever finish.
-    if (scope.missionId === undefined && scope.involving === undefined) {
-      await this.failStrandedActions();
-      await this.settleStrandedMissions();
-    }
-    return closed;
-  }
-
-  private async closeOrphans(scope: { missionId?: string; involving?: string }): Promise<number> {
     const orphans = await this.db.selectFrom('missions')
       .leftJoin('sessions', 'sessions.id', 'missions.session_id')
       .leftJoin('agents', 'agents.id', 'missions.agent_id')
@@ -331,7 +332,7 @@ export class MissionsService {
    * resort) leaves one approved or executing with its job finished: nothing would ever finish it,
    * so it is marked failed and its mission settled. Returns how many.
    */
-  async failStrandedActions(): Promise<number> {
+  private async failStrandedActions(): Promise<number> {
     // Actions before jobs: an action is approved in the transaction that enqueues its
     // continuation, so a continuation not open now never will be again.
     const inFlight = await this.db.selectFrom('actions').select(['id', 'mission_id', 'session_id'])
@@ -357,7 +358,7 @@ export class MissionsService {
    * failure (the engine's last resort) leaves one 'active' with none: it is settled here as
    * stopped (or waiting, if something in it is still open). Returns how many.
    */
-  async settleStrandedMissions(): Promise<number> {
+  private async settleStrandedMissions(): Promise<number> {
     const active = await this.db.selectFrom('missions').select('id').where('status', '=', 'active').execute();
     let settled = 0;
     for (const { id } of active) {
