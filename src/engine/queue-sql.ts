@@ -181,10 +181,10 @@ export async function getJob(db: Kysely<DB>, id: number): Promise<Job | undefine
 const openJobsOfSession = prepared((db, sessionId: string) => db.selectFrom('jobs').select('status')
   .where('session_id', '=', sessionId).where(isOpen));
 
-/** The payloads of a session's continuations still queued or running (other than `exceptJobId`). */
-export async function openContinuationPayloads(db: Kysely<DB>, sessionId: string, exceptJobId: number | null): Promise<unknown[]> {
+/** The payloads of a session's (or, with null, every session's) continuations still queued or running, other than `exceptJobId`. */
+export async function openContinuationPayloads(db: Kysely<DB>, sessionId: string | null, exceptJobId: number | null): Promise<unknown[]> {
   const rows = await db.selectFrom('jobs').select(['id', 'payload'])
-    .where('session_id', '=', sessionId).where(isOpen).where('kind', '=', 'continuation').execute();
+    .$if(sessionId !== null, (q) => q.where('session_id', '=', sessionId!)).where(isOpen).where('kind', '=', 'continuation').execute();
   return rows.filter((row) => Number(row.id) !== exceptJobId).map((row) => JSON.parse(row.payload) as unknown);
 }
 

@@ -335,12 +335,13 @@ export class MissionsService {
   private async failStrandedActions(): Promise<number> {
     // Actions before jobs: an action is approved in the transaction that enqueues its
     // continuation, so a continuation not open now never will be again.
-    const inFlight = await this.db.selectFrom('actions').select(['id', 'mission_id', 'session_id'])
+    const inFlight = await this.db.selectFrom('actions').select(['id', 'mission_id'])
       .where('status', 'in', ['approved', 'executing']).execute();
+    if (inFlight.length === 0) return 0;
+    const open = await openContinuationTargets(this.db);
     let failed = 0;
     for (const action of inFlight) {
-      const open = await openContinuations(this.db, action.session_id, null);
-      if (open.some((p) => p.kind === 'action_approved' && p.operationId === action.id)) continue;
+      if (open.operations.has(action.id)) continue;
       failed += await this.db.transaction().execute(async (trx) => {
         const updated = await trx.updateTable('actions').set({ status: 'failed' })
           .where('id', '=', action.id).where('status', 'in', ['approved', 'executing']).executeTakeFirst();
@@ -359,26 +360,39 @@ export class MissionsService {
    * stopped (or waiting, if something in it is still open). Returns how many.
    */
   private async settleStrandedMissions(): Promise<number> {
+    // Missions before jobs, as above: a continuation not open now will not be again.
     const active = await this.db.selectFrom('missions').select('id').where('status', '=', 'active').execute();
+    if (active.length === 0) return 0;
+    const open = await openContinuationTargets(this.db);
     let settled = 0;
     for (const { id } of active) {
+      if (open.missions.has(id)) continue;
       settled += await this.db.transaction().execute(async (trx) => {
-        // Under the mission's lock: still active, and still nothing queued or running for it?
-        const mission = await trx.selectFrom('missions').select(['status', 'session_id']).where('id', '=', id)
+        // Under the mission's lock: still active? (Its last continuation may have settled it since.)
+        const mission = await trx.selectFrom('missions').select('status').where('id', '=', id)
           .$if(this.deps.store.dialect === 'postgres', (q) => q.forUpdate()).executeTakeFirst();
         if (mission?.status !== 'active') return 0;
-        const open = await openContinuations(trx, mission.session_id, null);
-        if (open.some((p) => p.kind !== 'message' && p.missionId === id)) return 0;
-        await settleMission(trx, this.deps.store.dialect, id, 'stopped', null);
-        return 1;
+        return (await settleMission(trx, this.deps.store.dialect, id, 'stopped', null)) === 'active' ? 0 : 1;
       });
     }
     return settled;
   }
 }
 
+/** What every open continuation is for, in one read for a whole sweep. */
+async function openContinuationTargets(db: Kysely<DB>): Promise<{ operations: Set<string>; missions: Set<string> }> {
+  const operations = new Set<string>();
+  const missions = new Set<string>();
+  for (const payload of await openContinuations(db, null, null)) {
+    if (payload.kind === 'message') continue;
+    missions.add(payload.missionId);
+    if (payload.kind === 'action_approved') operations.add(payload.operationId);
+  }
+  return { operations, missions };
+}
+
 /** Continuations of a session's missions still queued or running (other than `exceptJobId`). */
-async function openContinuations(db: Kysely<DB>, sessionId: string, exceptJobId: number | null): Promise<JobPayload[]> {
+async function openContinuations(db: Kysely<DB>, sessionId: string | null, exceptJobId: number | null): Promise<JobPayload[]> {
   return (await openContinuationPayloads(db, sessionId, exceptJobId)) as JobPayload[];
 }
 
