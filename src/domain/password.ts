@@ -17,6 +17,9 @@ export function scryptMaxmem(N: number, r: number, p: number): number {
   return 128 * r * (N + 2) + 128 * r * p + 1024 * 1024;
 }
 
+/** The most memory a stored hash may ask for: what the highest cost setting (SCRYPT_COST_LOG2=20) needs. */
+export const SCRYPT_MAXMEM_CEILING = scryptMaxmem(2 ** 20, SCRYPT_DEFAULTS.r, SCRYPT_DEFAULTS.p);
+
 /** scrypt with OWASP's parameters (N=2^17, r=8, p=1); the cost is lowered only in tests. */
 export async function hashPassword(password: string, costLog2: number = SCRYPT_DEFAULTS.costLog2): Promise<string> {
   const { r, p } = SCRYPT_DEFAULTS;
@@ -33,12 +36,16 @@ export async function verifyPassword(password: string, stored: string): Promise<
   const costLog2 = Number(costText);
   const r = Number(rText);
   const p = Number(pText);
-  // Only parameters a hash of ours can have (and that cannot ask for absurd amounts of memory).
-  if (!Number.isInteger(costLog2) || costLog2 < 1 || costLog2 > 22) return false;
-  if (!Number.isInteger(r) || r < 1 || r > 32 || !Number.isInteger(p) || p < 1 || p > 16) return false;
+  // Only parameters a hash of ours can have: whole, positive, and asking for no more memory
+  // than the highest cost setting needs (N, r and p bounded together, not one by one).
+  if (!Number.isInteger(costLog2) || costLog2 < 1) return false;
+  if (!Number.isInteger(r) || r < 1 || !Number.isInteger(p) || p < 1) return false;
+  // scrypt itself refuses N ≥ 2^(16·r) (it would throw): such a hash matches nothing.
+  if (costLog2 >= 16 * r) return false;
+  const N = 2 ** costLog2;
+  if (scryptMaxmem(N, r, p) > SCRYPT_MAXMEM_CEILING) return false;
   const expected = Buffer.from(hash, 'base64');
   if (expected.length < 16) return false;
-  const N = 2 ** costLog2;
   const actual = await scryptAsync(password.normalize('NFKC'), Buffer.from(salt, 'base64'), expected.length, {
     N, r, p, maxmem: scryptMaxmem(N, r, p),
   });
