@@ -97,11 +97,27 @@ test('security: HTML in agent names is escaped', async () => {
 });
 
 test('a pro account at its limit is told the limit, without a way to a bigger plan', async () => {
-  const web = new WebClient(t);
-  const email = `pro-${Date.now()}@example.test`;
-  await t.runtime.services.accounts.createUser({ email, password: 'correct horse battery', plan: 'pro' });
-  await web.login(email);
-  const page = await web.get('/agents');
-  assert.match(page.body, /0 of 100 agents used/);
-  assert.doesNotMatch(page.body, /<fieldset class="contents" disabled>/, 'below the limit the form is on');
+  const pro = await startTestApp({ proAgentLimit: 2 });
+  try {
+    const web = new WebClient(pro);
+    const email = `pro-${Date.now()}@example.test`;
+    await pro.runtime.services.accounts.createUser({ email, password: 'correct horse battery', plan: 'pro' });
+    await web.login(email);
+    const below = await web.get('/agents');
+    assert.match(below.body, /0 of 2 agents used/);
+    assert.doesNotMatch(below.body, /<fieldset class="contents" disabled>/, 'below the limit the form is on');
+    for (const name of ['One', 'Two']) assert.equal((await web.post('/agents', { agent_name: name })).statusCode, 303);
+
+    const page = await web.get('/agents');
+    assert.match(page.body, /2 of 2 agents used/);
+    assert.match(page.body, /<fieldset class="contents" disabled>/);
+    assert.match(page.body, /You have 2 of 2 agents, so you cannot create another\. The pro plan allows 2 agents, counting the agents in every workspace you own \(agents that others share with you do not count\)\./);
+    const res = await web.post('/agents', { agent_name: 'Three' });
+    assert.equal(res.statusCode, 403);
+    assert.match(res.body, /reached your plan's agent limit\.<\/strong> The pro plan allows 2 agents, counting the agents in every workspace you own \(agents that others share with you do not count\)\./);
+    // The pro plan is the biggest there is: no other plan, command or upgrade is suggested.
+    for (const body of [page.body, res.body]) assert.doesNotMatch(body, /A pro account allows|command-line tool|bigger plan|upgrade/i);
+  } finally {
+    await pro.close();
+  }
 });
