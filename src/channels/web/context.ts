@@ -63,15 +63,15 @@ const LOCAL_PATH = /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@/?#%]*$/;
 const PROBE_ORIGIN = 'http://next.invalid';
 
 /**
- * Only paths on this site are followed after login (no open redirect); anything else gives
- * `fallback`. The path must also resolve, as a browser resolves it, to this origin.
+ * Only paths on this site are followed after login (no open redirect); anything else gives the
+ * start page. The path must also resolve, as a browser resolves it, to this origin.
  */
-export function safeNext(value: unknown, fallback = '/'): string {
-  if (typeof value !== 'string' || value.length > 512 || !LOCAL_PATH.test(value) || value.startsWith('//')) return fallback;
+export function safeNext(value: unknown): string {
+  if (typeof value !== 'string' || value.length > 512 || !LOCAL_PATH.test(value) || value.startsWith('//')) return '/';
   try {
-    if (new URL(value, PROBE_ORIGIN).origin !== PROBE_ORIGIN) return fallback;
+    if (new URL(value, PROBE_ORIGIN).origin !== PROBE_ORIGIN) return '/';
   } catch {
-    return fallback;
+    return '/';
   }
   return value;
 }
