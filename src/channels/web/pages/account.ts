@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { Problem } from '../../../domain/problems.ts';
+import { Problem, type FieldError } from '../../../domain/problems.ts';
 import { EmailSchema, PasswordSchema } from '../../../services/accounts.ts';
 import {
   cookieOptions, formValue, PRE_COOKIE, render, safeNext, SESSION_COOKIE, type WebContext,
@@ -55,8 +55,8 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
     // The service checks the email before the password; say everything that is wrong at once.
     const errors: FieldErrors = {};
     if (!EmailSchema.safeParse(email).success) errors.email = EMAIL_ERROR;
-    const passwordIssue = PasswordSchema.safeParse(password);
-    if (!passwordIssue.success) errors.password = password.length < 8 ? PASSWORD_SHORT : PASSWORD_LONG;
+    const passwordIssue = PasswordSchema.safeParse(password).error?.issues[0];
+    if (passwordIssue) errors.password = passwordIssue.code === 'too_small' ? PASSWORD_SHORT : PASSWORD_LONG;
     if (errors.email || errors.password) {
       return render(request, reply, { title: 'Sign up', narrow: true, status: 422, body: signupForm(request.csrfToken, errors, email) });
     }
@@ -66,8 +66,7 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
       return reply.redirect('/agents?welcome=1', 303);
     } catch (error) {
       if (!(error instanceof Problem) || error.code !== 'validation_failed') throw error;
-      const errors = signupErrors(error);
-      return render(request, reply, { title: 'Sign up', narrow: true, status: 422, body: signupForm(request.csrfToken, errors, email) });
+      return render(request, reply, { title: 'Sign up', narrow: true, status: 422, body: signupForm(request.csrfToken, signupErrors(error), email) });
     }
   });
 
@@ -123,29 +122,24 @@ async function startSession(ctx: WebContext, request: FastifyRequest, reply: Fas
 }
 
 const EMAIL_ERROR = 'Enter an email address, such as name@example.com (at most 254 characters).';
-const PASSWORD_SHORT = 'Password must be at least 8 characters.';
-const PASSWORD_LONG = 'Password must be at most 256 characters.';
+const PASSWORD_SHORT = `Password must be at least ${PasswordSchema.minLength} characters.`;
+const PASSWORD_LONG = `Password must be at most ${PasswordSchema.maxLength} characters.`;
 
 function minutesText(seconds: number): string {
   const minutes = Math.ceil(seconds / 60);
   return `${minutes} minute${minutes === 1 ? '' : 's'}`;
 }
 
-/** The sign-up form's errors as sentences that name their field. */
+/**
+ * What the service still refuses after the form's own checks, as a sentence: the email and
+ * password were checked with its rules, so only an email that is already taken is left.
+ */
 function signupErrors(problem: Problem): FieldErrors {
-  const errors: FieldErrors = {};
-  for (const e of (problem.extra.errors as { path: string; message: string }[] | undefined) ?? []) {
-    if (e.path === 'email') {
-      errors.email ??= e.message === 'is already registered'
-        ? 'An account with this email already exists. Log in instead, or use another email.'
-        : EMAIL_ERROR;
-    } else if (e.path === 'password') {
-      errors.password ??= /at least/.test(e.message) ? PASSWORD_SHORT : PASSWORD_LONG;
-    } else {
-      errors.form ??= 'The account could not be created. Check the form and try again.';
-    }
-  }
-  return errors;
+  const taken = ((problem.extra.errors as FieldError[] | undefined) ?? [])
+    .some((e) => e.path === 'email' && e.message === 'is already registered');
+  return taken
+    ? { email: 'An account with this email already exists. Log in instead, or use another email.' }
+    : { form: 'The account could not be created. Check the form and try again.' };
 }
 
 function landing(): SafeHtml {
@@ -168,7 +162,7 @@ function signupForm(csrf: string, errors: FieldErrors, email: string): SafeHtml 
     <form method="post" action="/signup" novalidate>
       ${csrfField(csrf)}
       ${field({ name: 'email', label: 'Email', type: 'email', value: email, required: true, autocomplete: 'email', error: errors.email })}
-      ${field({ name: 'password', label: 'Password', type: 'password', required: true, autocomplete: 'new-password', hint: 'At least 8 characters.', error: errors.password })}
+      ${field({ name: 'password', label: 'Password', type: 'password', required: true, autocomplete: 'new-password', hint: `At least ${PasswordSchema.minLength} characters.`, error: errors.password })}
       <button type="submit" class="btn btn-wide">Sign up</button>
     </form>
     <p class="muted small">Already have an account? <a href="/login">Log in</a>.</p>

@@ -1,11 +1,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Problem } from '../../../domain/problems.ts';
+import { CreateAgentSchema } from '../../../services/agents.ts';
 import type { WebSession } from '../../../services/web-sessions.ts';
 import { authed, formValue, render, type WebContext } from '../context.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { csrfField, field, notice } from '../layout.ts';
 
-const NAME_MAX = 100;
+const NAME_RULE = CreateAgentSchema.shape.agent_name;
 
 /** What the plan allows, and the only way to more that this service has (`command`: say how). */
 function planLimitText(ctx: WebContext, plan: string, options: { command?: boolean } = {}): SafeHtml {
@@ -29,7 +30,8 @@ export function agentsRoutes(app: FastifyInstance, ctx: WebContext): void {
     const name = formValue(request.body, 'agent_name');
     const workspaceId = formValue(request.body, 'workspace_id');
     // The service's own rules, said as sentences before it is asked.
-    const nameProblem = !name.trim() ? 'Name is required.' : name.trim().length > NAME_MAX ? `Name must be at most ${NAME_MAX} characters.` : undefined;
+    const nameIssue = NAME_RULE.safeParse(name).error?.issues[0];
+    const nameProblem = !nameIssue ? undefined : nameIssue.code === 'too_big' ? `Name must be at most ${NAME_RULE.maxLength} characters.` : 'Name is required.';
     if (nameProblem) return agentsPage(ctx, request, reply, session, { message: null, name, nameError: nameProblem, status: 422 });
     try {
       const agent = await ctx.services.agents.create(session.userId, {
@@ -44,9 +46,8 @@ export function agentsRoutes(app: FastifyInstance, ctx: WebContext): void {
       if (error.code === 'agent_limit_reached') {
         message = notice('warn', html`<strong>You have reached your plan's agent limit.</strong> ${planLimitText(ctx, session.plan, { command: true })}`);
       } else if (error.code === 'validation_failed') {
-        const issue = ((error.extra.errors as { path: string; message: string }[] | undefined) ?? []).find((e) => e.path === 'agent_name');
-        nameError = issue && /required/.test(issue.message) ? 'Name is required.'
-          : issue ? `Name must be at most ${NAME_MAX} characters.` : 'The agent could not be created. Check the form and try again.';
+        // The name was checked above: only a workspace id sent by hand is left to refuse.
+        nameError = 'The agent could not be created. Check the form and try again.';
         status = 422;
       } else {
         message = notice('error', error.message);
@@ -94,7 +95,7 @@ async function agentsPage(ctx: WebContext, request: FastifyRequest, reply: Fasti
           ${csrfField(request.csrfToken)}
           <fieldset class="contents"${atLimit ? html` disabled` : ''}>
             <legend class="sr-only">New agent</legend>
-            ${field({ name: 'agent_name', label: 'Name', value: state.name, required: true, error: state.nameError, hint: `1 to ${NAME_MAX} characters.`, attrs: html`maxlength="${NAME_MAX}"` })}
+            ${field({ name: 'agent_name', label: 'Name', value: state.name, required: true, error: state.nameError, hint: `${NAME_RULE.minLength} to ${NAME_RULE.maxLength} characters.`, attrs: html`maxlength="${NAME_RULE.maxLength}"` })}
             <div class="field">
               <label for="f-workspace">Workspace</label>
               <select id="f-workspace" name="workspace_id" aria-describedby="f-workspace-hint">
