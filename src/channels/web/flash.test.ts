@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { Sealer } from './flash.ts';
 
+const key = randomBytes(32);
+
 test('a sealed value opens for the same purpose and user, within its time', () => {
-  const sealer = new Sealer();
+  const sealer = new Sealer({ key });
   const sealed = sealer.seal('new-key', 'usr_a', 'ak_id_secret', 60_000);
   assert.match(sealed, /^[A-Za-z0-9_-]+$/, 'cookie-safe');
   assert.ok(!sealed.includes('secret') && !Buffer.from(sealed, 'base64url').toString('latin1').includes('secret'), 'unreadable');
@@ -12,13 +15,15 @@ test('a sealed value opens for the same purpose and user, within its time', () =
   assert.notEqual(sealer.seal('new-key', 'usr_a', 'same', 1000), sealer.seal('new-key', 'usr_a', 'same', 1000), 'a fresh IV each time');
 });
 
-test('it does not open for another user, another purpose, another process, or after its time', () => {
+test('it does not open for another user, another purpose, another key, or after its time', () => {
   let now = 1_000_000;
-  const sealer = new Sealer({ now: () => now });
+  const sealer = new Sealer({ key, now: () => now });
   const sealed = sealer.seal('new-key', 'usr_a', 'ak_id_secret', 120_000);
   assert.equal(sealer.open('new-key', 'usr_b', sealed), null, 'bound to the user');
   assert.equal(sealer.open('inbox-refused', 'usr_a', sealed), null, 'bound to the purpose');
-  assert.equal(new Sealer({ now: () => now }).open('new-key', 'usr_a', sealed), null, 'the key lives in this process only');
+  const otherKey = randomBytes(32);
+  assert.equal(new Sealer({ key: otherKey, now: () => now }).open('new-key', 'usr_a', sealed), null, 'another key does not open it');
+  assert.equal(new Sealer({ key, now: () => now }).open('new-key', 'usr_a', sealed), 'ak_id_secret', 'the same key does, on any instance');
   now += 119_999;
   assert.equal(sealer.open('new-key', 'usr_a', sealed), 'ak_id_secret');
   now += 1;
@@ -26,7 +31,7 @@ test('it does not open for another user, another purpose, another process, or af
 });
 
 test('tampered, truncated or foreign values give null, never an exception', () => {
-  const sealer = new Sealer();
+  const sealer = new Sealer({ key });
   const sealed = sealer.seal('p', 'u', 'value', 60_000);
   const raw = Buffer.from(sealed, 'base64url');
   for (const index of [0, 12, 20, 28, raw.length - 1]) {

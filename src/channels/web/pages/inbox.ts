@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { WebSession } from '../../../services/web-sessions.ts';
-import { authed, cookieOptions, formValue, render, type WebContext } from '../context.ts';
+import { authed, formValue, render, type WebContext } from '../context.ts';
+import { setFlash, takeFlash, type Flash } from '../flash.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { csrfField, notice, time } from '../layout.ts';
 import { TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
@@ -15,9 +16,7 @@ export async function inboxCounts(ctx: WebContext, userId: string): Promise<{ ac
 }
 
 const INBOX_PATH = '/inbox';
-const REFUSED_COOKIE = 'ac_inbox_refused';
-const REFUSED_PURPOSE = 'inbox-refused';
-const REFUSED_TTL_MS = 10 * 60_000;
+const REFUSED_FLASH: Flash = { cookie: 'ac_inbox_refused', path: INBOX_PATH, purpose: 'inbox-refused', ttlMs: 10 * 60_000 };
 // A cookie holds about 4 KB: a longer answer is not kept in the field after a refusal.
 const KEPT_ANSWER_MAX_BYTES = 1500;
 
@@ -25,7 +24,7 @@ const KEPT_ANSWER_MAX_BYTES = 1500;
 const ERRORS: Record<string, string> = {
   not_found: 'There is no pending action with this id.',
   already_settled: 'This action was already settled.',
-  invalid_decision: 'The decision could not be recorded. Choose approve, approve all of this kind, or reject; a reason may have at most 2000 characters.',
+  invalid_decision: `The decision could not be recorded. Choose approve, approve all of this kind, or reject; a reason may have at most ${REASON_MAX} characters.`,
   question_not_found: 'There is no open question with this id.',
   already_answered: 'This question was already answered.',
   failed: 'That could not be recorded. Reload the page and try again.',
@@ -52,16 +51,13 @@ export function inboxRoutes(app: FastifyInstance, ctx: WebContext): void {
       : error && Object.hasOwn(ERRORS, error) ? notice('error', ERRORS[error]!)
       : null;
     let refused: Refused | undefined;
-    const cookie = request.cookies[REFUSED_COOKIE];
-    if (cookie) {
-      // Shown once: a reload shows the question as it is now.
-      reply.clearCookie(REFUSED_COOKIE, cookieOptions(request, { path: INBOX_PATH }));
-      const wanted = request.query.refused;
-      if (typeof wanted === 'string' && wanted) {
-        const sealed = ctx.sealer.open(REFUSED_PURPOSE, session.userId, cookie) as Refused | null;
-        // Unreadable (sealed by another instance, or too old): still say that it was refused.
-        refused = sealed?.requestId === wanted ? sealed : { requestId: wanted, reason: 'The agent did not accept this answer. Try again.', text: '' };
-      }
+    // Shown once: a reload shows the question as it is now.
+    const flash = takeFlash(ctx.sealer, request, reply, REFUSED_FLASH, session.userId);
+    const wanted = request.query.refused;
+    if (flash && typeof wanted === 'string' && wanted) {
+      const sealed = flash.value as Refused | null;
+      // Unreadable (too old, or tampered with): still say that it was refused.
+      refused = sealed?.requestId === wanted ? sealed : { requestId: wanted, reason: 'The agent did not accept this answer. Try again.', text: '' };
     }
     return inboxPage(ctx, request, reply, session, { message, refused });
   }));
@@ -85,8 +81,7 @@ export function inboxRoutes(app: FastifyInstance, ctx: WebContext): void {
     const text = formValue(request.body, 'text');
     const refuse = (reason: string) => {
       const kept = Buffer.byteLength(text) <= KEPT_ANSWER_MAX_BYTES ? text : '';
-      const sealed = ctx.sealer.seal(REFUSED_PURPOSE, session.userId, { requestId, reason: reason.slice(0, 500), text: kept }, REFUSED_TTL_MS);
-      reply.setCookie(REFUSED_COOKIE, sealed, cookieOptions(request, { path: INBOX_PATH }));
+      setFlash(ctx.sealer, request, reply, REFUSED_FLASH, session.userId, { requestId, reason: reason.slice(0, 500), text: kept });
       return reply.redirect(`${INBOX_PATH}?refused=${encodeURIComponent(requestId)}#${encodeURIComponent(requestId)}`, 303);
     };
     if (!text.trim()) return refuse('Write an answer first.');
@@ -99,7 +94,7 @@ export function inboxRoutes(app: FastifyInstance, ctx: WebContext): void {
 }
 
 async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: FastifyReply, session: WebSession, state: {
-  message?: SafeHtml | null; status?: number; refused?: Refused | undefined;
+  message?: SafeHtml | null; refused?: Refused | undefined;
 }) {
   const [{ actions }, { questions }, agents] = await Promise.all([
     ctx.services.missions.listActions(session.userId),
@@ -117,7 +112,7 @@ async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: Fastif
   for (const a of actions) kindsCount.set(`${a.agent_id} ${a.kind}`, (kindsCount.get(`${a.agent_id} ${a.kind}`) ?? 0) + 1);
 
   return render(request, reply, {
-    title: 'Inbox', nav: 'inbox', status: state.status ?? 200,
+    title: 'Inbox', nav: 'inbox',
     body: html`<h1>Inbox</h1>
       ${state.message}
       <section aria-labelledby="actions-h">

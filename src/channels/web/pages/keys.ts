@@ -1,9 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { parseBearer } from '../../../domain/api-key.ts';
-import { Problem } from '../../../domain/problems.ts';
+import { Problem, type FieldError } from '../../../domain/problems.ts';
 import type { WebSession } from '../../../services/web-sessions.ts';
-import type { KeyView } from '../../../services/keys.ts';
-import { authed, cookieOptions, errorPage, FLASH_KEY_COOKIE, formValue, render, type WebContext } from '../context.ts';
+import { createKeyInputSchema, type KeyView } from '../../../services/keys.ts';
+import { authed, errorPage, FLASH_KEY_COOKIE, formValue, render, type WebContext } from '../context.ts';
+import { setFlash, takeFlash, type Flash } from '../flash.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { badge, csrfField, field, notice, time, type FieldErrors } from '../layout.ts';
 
@@ -11,13 +12,13 @@ const KEYS_PATH = '/account/keys';
 // The new key travels from the create form to the page that shows it in a session cookie
 // (HttpOnly, never written to disk by the browser) that this page clears as it reads it: shown
 // once, gone on reload. The cookie holds `<key id>.<sealed secret>`: the secret is sealed with
-// a key that only this process knows (see ../flash.ts), bound to the user, and good for two
-// minutes. The server keeps only the secret's SHA-256 digest, as for every key.
-const FLASH_TTL_MS = 120_000;
-const FLASH_PURPOSE = 'new-key';
-const LABEL_MAX = 100;
-const EXPIRES_MAX_DAYS = 3650;
+// the deployment's sealing key (see ../flash.ts), bound to the user, and good for two minutes.
+// The server keeps only the secret's SHA-256 digest, as for every key.
+const NEW_KEY_FLASH: Flash = { cookie: FLASH_KEY_COOKIE, path: KEYS_PATH, purpose: 'new-key', ttlMs: 120_000 };
 const FIELD_NAMES: Record<string, string> = { label: 'Label', rate_limit: 'Rate limit', expires_in_days: 'Expiry' };
+
+/** The service's rules for a new key (createKeyInputSchema), field by field. */
+type KeyRules = ReturnType<typeof createKeyInputSchema>['shape'];
 
 interface KeyForm {
   label: string;
@@ -29,6 +30,7 @@ const EMPTY_FORM: KeyForm = { label: '', rate_limit: '', expires_in_days: '' };
 
 /** The account page and its API Keys tab: create, list, revoke (with a confirmation step). */
 export function keysRoutes(app: FastifyInstance, ctx: WebContext): void {
+  const rules = createKeyInputSchema(ctx.config.maxRateLimitPerMinute).shape;
   app.get('/account', authed(async (request, reply, session) => {
     const workspaces = await ctx.sessions.workspacesOf(session.userId);
     return render(request, reply, {
@@ -46,20 +48,9 @@ export function keysRoutes(app: FastifyInstance, ctx: WebContext): void {
   }));
 
   app.get(KEYS_PATH, authed<{ Querystring: { revoked?: string } }>(async (request, reply, session) => {
-    const flash = request.cookies[FLASH_KEY_COOKIE];
-    let created: { token: string; key: KeyView } | null = null;
-    let lost: KeyView | null = null;
-    if (flash) {
-      reply.clearCookie(FLASH_KEY_COOKIE, cookieOptions(request, { path: KEYS_PATH }));
-      const dot = flash.indexOf('.');
-      const keyId = flash.slice(0, Math.max(0, dot));
-      const token = ctx.sealer.open(FLASH_PURPOSE, session.userId, flash.slice(dot + 1));
-      const key = keyId ? (await ctx.services.keys.list(session.userId)).find((k) => k.key_id === keyId) : undefined;
-      if (key && typeof token === 'string' && parseBearer(`Bearer ${token}`)?.keyId === key.key_id) created = { token, key };
-      // Ran out, or sealed by another instance (or before a restart): say so rather than nothing.
-      else if (key && key.status !== 'revoked' && Date.now() - Date.parse(key.created_at) < 15 * 60_000) lost = key;
-    }
-    return keysPage(ctx, request, reply, session, { created, lost, form: EMPTY_FORM, errors: {}, revoked: request.query.revoked });
+    const flash = takeFlash(ctx.sealer, request, reply, NEW_KEY_FLASH, session.userId);
+    const newKey = flash ? { keyId: flash.clear, token: flash.value } : null;
+    return keysPage(ctx, rules, request, reply, session, { newKey, form: EMPTY_FORM, errors: {}, revoked: request.query.revoked });
   }));
 
   app.post(KEYS_PATH, authed(async (request, reply, session) => {
@@ -70,15 +61,22 @@ export function keysRoutes(app: FastifyInstance, ctx: WebContext): void {
     };
     const errors: FieldErrors = {};
     const { config } = ctx;
-    const label = form.label.trim();
-    if (!label) errors.label = 'Label is required, so that you can tell your keys apart.';
-    else if (label.length > LABEL_MAX) errors.label = `Label must be at most ${LABEL_MAX} characters.`;
-    const rateLimit = wholeNumber(form.rate_limit, 1, config.maxRateLimitPerMinute);
-    if (rateLimit === null) {
-      errors.rate_limit = `Rate limit must be a whole number of requests per minute from 1 to ${config.maxRateLimitPerMinute}, or empty for the default (${config.defaultRateLimitPerMinute}).`;
+    // The service's own rules, said as sentences before it is asked.
+    const labelIssue = rules.label.safeParse(form.label).error?.issues[0];
+    if (labelIssue) {
+      errors.label = labelIssue.code === 'too_small' ? 'Label is required, so that you can tell your keys apart.'
+        : labelIssue.code === 'too_big' ? `Label must be at most ${rules.label.maxLength} characters.`
+        : 'Label is not valid: check it and try again.';
     }
-    const expires = wholeNumber(form.expires_in_days, 1, EXPIRES_MAX_DAYS);
-    if (expires === null) errors.expires_in_days = `Expiry must be a whole number of days from 1 to ${EXPIRES_MAX_DAYS}, or empty for a key that never expires.`;
+    const rateLimit = wholeNumber(form.rate_limit, rules.rate_limit);
+    if (rateLimit === null) {
+      errors.rate_limit = `Rate limit must be a whole number of requests per minute from ${rules.rate_limit.unwrap().minValue} to ${config.maxRateLimitPerMinute}, or empty for the default (${config.defaultRateLimitPerMinute}).`;
+    }
+    const expires = wholeNumber(form.expires_in_days, rules.expires_in_days);
+    if (expires === null) {
+      const days = rules.expires_in_days.unwrap();
+      errors.expires_in_days = `Expiry must be a whole number of days from ${days.minValue} to ${days.maxValue}, or empty for a key that never expires.`;
+    }
     if (Object.keys(errors).length === 0) {
       try {
         const { key, token } = await ctx.services.keys.create(session.userId, {
@@ -86,20 +84,19 @@ export function keysRoutes(app: FastifyInstance, ctx: WebContext): void {
           ...(rateLimit !== undefined && rateLimit !== null ? { rate_limit: rateLimit } : {}),
           ...(expires !== undefined && expires !== null ? { expires_in_days: expires } : {}),
         });
-        const sealed = ctx.sealer.seal(FLASH_PURPOSE, session.userId, token, FLASH_TTL_MS);
-        reply.setCookie(FLASH_KEY_COOKIE, `${key.key_id}.${sealed}`, cookieOptions(request, { path: KEYS_PATH }));
+        setFlash(ctx.sealer, request, reply, NEW_KEY_FLASH, session.userId, token, key.key_id);
         return reply.redirect(KEYS_PATH, 303);
       } catch (error) {
         if (!(error instanceof Problem) || error.code !== 'validation_failed') throw error;
-        // Checked above already; should the service's rules ever be stricter, still a sentence.
-        for (const e of (error.extra.errors as { path: string; message: string }[] | undefined) ?? []) {
+        // Each field was checked above with the service's rules; whatever else it refuses, still a sentence.
+        for (const e of (error.extra.errors as FieldError[] | undefined) ?? []) {
           const name = FIELD_NAMES[e.path];
           if (name) errors[e.path] ??= `${name} is not valid: check it and try again.`;
           else errors.form ??= 'The key could not be created. Check the form and try again.';
         }
       }
     }
-    return keysPage(ctx, request, reply, session, { created: null, form, errors, status: 422 });
+    return keysPage(ctx, rules, request, reply, session, { newKey: null, form, errors, status: 422 });
   }));
 
   app.get(`${KEYS_PATH}/:keyId/revoke`, authed<{ Params: { keyId: string } }>(async (request, reply, session) => {
@@ -128,12 +125,12 @@ export function keysRoutes(app: FastifyInstance, ctx: WebContext): void {
   }));
 }
 
-/** undefined when left empty (the default applies), null when not a whole number in [min, max]. */
-function wholeNumber(raw: string, min: number, max: number): number | undefined | null {
+/** undefined when left empty (the default applies), null when not a whole number that `rule` accepts. */
+function wholeNumber(raw: string, rule: KeyRules['rate_limit' | 'expires_in_days']): number | undefined | null {
   if (raw === '') return undefined;
   if (!/^\d{1,9}$/.test(raw)) return null;
   const value = Number(raw);
-  return value >= min && value <= max ? value : null;
+  return rule.safeParse(value).success ? value : null;
 }
 
 function accountHeader(tab: 'profile' | 'keys'): SafeHtml {
@@ -144,24 +141,35 @@ function accountHeader(tab: 'profile' | 'keys'): SafeHtml {
     </nav>`;
 }
 
-async function keysPage(ctx: WebContext, request: FastifyRequest, reply: FastifyReply, session: WebSession, state: {
-  created: { token: string; key: KeyView } | null; lost?: KeyView | null; form: KeyForm; errors: FieldErrors; status?: number; revoked?: string | undefined;
+/** `newKey`: what the create form handed over (the key id, and the secret when it opened). */
+async function keysPage(ctx: WebContext, rules: KeyRules, request: FastifyRequest, reply: FastifyReply, session: WebSession, state: {
+  newKey: { keyId: string; token: unknown } | null; form: KeyForm; errors: FieldErrors; status?: number; revoked?: string | undefined;
 }) {
   const keys = await ctx.services.keys.list(session.userId);
   const revoked = state.revoked ? keys.find((k) => k.key_id === state.revoked) : undefined;
+  let created: { token: string; key: KeyView } | null = null;
+  let lost: KeyView | null = null;
+  const key = state.newKey?.keyId ? keys.find((k) => k.key_id === state.newKey!.keyId) : undefined;
+  const token = state.newKey?.token;
+  if (key && typeof token === 'string' && parseBearer(`Bearer ${token}`)?.keyId === key.key_id) created = { token, key };
+  // Ran out, or tampered with: say so rather than nothing.
+  else if (key && key.status !== 'revoked' && Date.now() - Date.parse(key.created_at) < 15 * 60_000) lost = key;
+  const labelMax = rules.label.maxLength;
+  const rateMin = rules.rate_limit.unwrap().minValue;
+  const days = rules.expires_in_days.unwrap();
   const { config } = ctx;
   return render(request, reply, {
     title: 'API keys', nav: 'keys', status: state.status ?? 200,
     body: html`${accountHeader('keys')}
       ${revoked ? notice('ok', html`Key “${revoked.label}” (<code>${revoked.key_id}</code>) is revoked.`) : ''}
-      ${state.lost ? notice('warn', html`Key “${state.lost.label}” (<code>${state.lost.key_id}</code>) was created, but its secret can no longer be shown: it is shown only once, within two minutes. If you did not copy it, revoke this key and create another.`) : ''}
+      ${lost ? notice('warn', html`Key “${lost.label}” (<code>${lost.key_id}</code>) was created, but its secret can no longer be shown: it is shown only once, within two minutes. If you did not copy it, revoke this key and create another.`) : ''}
       ${state.errors.form ? notice('error', state.errors.form) : ''}
-      ${state.created ? html`<section class="card secret" aria-labelledby="secret-h">
-          <h2 id="secret-h">Your new key “${state.created.key.label}”</h2>
+      ${created ? html`<section class="card secret" aria-labelledby="secret-h">
+          <h2 id="secret-h">Your new key “${created.key.label}”</h2>
           ${notice('warn', html`<strong>Copy this key now.</strong> It is shown only this once: we keep only a hash of it, so nobody can show it to you again. If you lose it, revoke it and create a new one.`)}
           <div class="copy-row">
             <label for="new-key" class="sr-only">New API key</label>
-            <input id="new-key" class="mono" type="text" readonly value="${state.created.token}" data-secret>
+            <input id="new-key" class="mono" type="text" readonly value="${created.token}" data-secret>
             <button type="button" class="btn" data-copy="#new-key">Copy</button>
           </div>
           <p class="muted small">Use it as <code>Authorization: Bearer &lt;key&gt;</code> against <code>/api/v1/api-channel</code>.</p>
@@ -170,12 +178,12 @@ async function keysPage(ctx: WebContext, request: FastifyRequest, reply: Fastify
         <h2 id="create-h">Create a key</h2>
         <form method="post" action="${KEYS_PATH}" class="grid-form cols-3" novalidate>
           ${csrfField(request.csrfToken)}
-          ${field({ name: 'label', label: 'Label', value: state.form.label, required: true, error: state.errors.label, hint: 'What the key is for, e.g. “billing backend”.', attrs: html`maxlength="${LABEL_MAX}"` })}
+          ${field({ name: 'label', label: 'Label', value: state.form.label, required: true, error: state.errors.label, hint: 'What the key is for, e.g. “billing backend”.', attrs: html`maxlength="${labelMax}"` })}
           ${field({ name: 'rate_limit', label: 'Rate limit (requests per minute)', type: 'number', value: state.form.rate_limit, error: state.errors.rate_limit,
             hint: `Default ${config.defaultRateLimitPerMinute}; at most ${config.maxRateLimitPerMinute}.`,
-            attrs: html`min="1" max="${config.maxRateLimitPerMinute}" inputmode="numeric" placeholder="${config.defaultRateLimitPerMinute}"` })}
+            attrs: html`min="${rateMin}" max="${config.maxRateLimitPerMinute}" inputmode="numeric" placeholder="${config.defaultRateLimitPerMinute}"` })}
           ${field({ name: 'expires_in_days', label: 'Expires after (days)', type: 'number', value: state.form.expires_in_days, error: state.errors.expires_in_days,
-            hint: `Default: never expires. At most ${EXPIRES_MAX_DAYS} days.`, attrs: html`min="1" max="${EXPIRES_MAX_DAYS}" inputmode="numeric" placeholder="never"` })}
+            hint: `Default: never expires. At most ${days.maxValue} days.`, attrs: html`min="${days.minValue}" max="${days.maxValue}" inputmode="numeric" placeholder="never"` })}
           <div class="form-actions"><button type="submit" class="btn">Create key</button></div>
         </form>
       </section>
