@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { send } from '../testing/conversation.ts';
 import { sql } from 'kysely';
-import { startTestApp, type TestApp } from '../testing/harness.ts';
+import { startTestApp, type TestApp, withTestApp } from '../testing/harness.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp({ waitCeilingMs: 5000 }); });
@@ -26,8 +26,7 @@ test('a job whose outcome cannot be written (its session vanished) ends failed i
 });
 
 test('a statement that fails while a job is enqueued gives its runner slot back', async () => {
-  const app = await startTestApp({ waitCeilingMs: 5000, runnerConcurrency: 2 });
-  try {
+  await withTestApp(async (app) => {
     const u = await app.userWithAgent({ plan: 'pro' });
     const { db, dialect } = app.runtime.store;
     // A real failure inside the enqueue: the database refuses the job row (a full disk, a
@@ -48,7 +47,5 @@ test('a statement that fails while a job is enqueued gives its runner slot back'
     const next = await send(app, u, { text: 'after the failures' });
     assert.equal(next.statusCode, 200);
     assert.equal(next.json().status, 'completed');
-  } finally {
-    await app.close();
-  }
+  }, { waitCeilingMs: 5000, runnerConcurrency: 2 });
 });

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { Redis } from 'ioredis';
 import { redisAnswers, TEST_REDIS_URL } from '../testing/redis.ts';
 import type { Config } from '../config.ts';
-import { API, freshDatabase, startTestApp, TEST_DB, type TestApp } from '../testing/harness.ts';
+import { API, freshDatabase, startTestApp, TEST_DB, type TestApp, withTestApp } from '../testing/harness.ts';
 import { MemoryRateLimiter } from './memory.ts';
 import { PostgresRateLimiter } from './postgres.ts';
 import { RedisRateLimiter } from './redis.ts';
@@ -16,18 +16,12 @@ const onPostgres = TEST_DB === 'postgres' ? false : 'several instances need Post
 
 
 test('unset, the limiter follows the database; memory stays selectable', async () => {
-  const t = await startTestApp();
-  try {
+  await withTestApp(async (t) => {
     assert.ok(t.runtime.rateLimiter instanceof (TEST_DB === 'postgres' ? PostgresRateLimiter : MemoryRateLimiter));
-  } finally {
-    await t.close();
-  }
-  const m = await startTestApp({ rateLimitStore: 'memory' });
-  try {
+  });
+  await withTestApp(async (m) => {
     assert.ok(m.runtime.rateLimiter instanceof MemoryRateLimiter);
-  } finally {
-    await m.close();
-  }
+  }, { rateLimitStore: 'memory' });
 });
 
 /** Two apps over one fresh database with `overrides`; one user of limit L made on the first. */

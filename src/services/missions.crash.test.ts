@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { BuiltinBrain } from '../brains/builtin.ts';
 import { ToolRegistry } from '../brains/tools.ts';
 import { claimInTransaction, finishJob, getJob, requeueAllRunning } from '../engine/queue-sql.ts';
-import { startTestApp, type TestApp } from '../testing/harness.ts';
+import { startTestApp, type TestApp, withTestApp } from '../testing/harness.ts';
 import {
   actionState, agentTexts, answerOne, askQuestion, decideOne, draftAction, queueDrained, settledTranscript, transcript, unique,
 } from './missions.test-helper.ts';
@@ -70,8 +70,7 @@ test('a crash between "executing" and "done" runs the tool again with the same i
 });
 
 test('a continuation that keeps killing its runner is given up: the action ends failed, the mission stopped, with an error turn', async () => {
-  const first = await startTestApp();
-  try {
+  await withTestApp(async (first) => {
     const owner = await first.userWithAgent();
     const drafted = await draftAction(first, owner, 'payment', unique('Crashes every time'));
     await first.runtime.engine.stop(0); // the continuation stays queued
@@ -80,23 +79,17 @@ test('a continuation that keeps killing its runner is given up: the action ends 
     await first.runtime.store.db.updateTable('jobs').set({ attempts: 5 })
       .where('session_id', '=', drafted.sessionId).where('kind', '=', 'continuation').execute();
 
-    const second = await startTestApp({}, { database: first.database }); // the next instance takes it over
-    try {
+    await withTestApp(async (second) => { // the next instance takes it over
       await queueDrained(second);
-    } finally {
-      await second.close();
-    }
+    }, {}, { database: first.database });
     assert.deepEqual(await actionState(first, drafted.operationId), { action: 'failed', mission: 'stopped' });
     const messages = await settledTranscript(first, owner, drafted.sessionId, 2);
     assert.equal(messages.at(-1)!.error, 'agent_failed');
-  } finally {
-    await first.close();
-  }
+  });
 });
 
 test('the orphan sweep fails an action left executing after its job finished, and leaves one whose job is still open', async () => {
-  const app = await startTestApp();
-  try {
+  await withTestApp(async (app) => {
     const owner = await app.userWithAgent();
     const stranded = await draftAction(app, owner, 'payment', unique('Stranded'));
     const inFlight = await draftAction(app, owner, 'payment', unique('Still in line'), { agentId: owner.agentId });
@@ -114,14 +107,11 @@ test('the orphan sweep fails an action left executing after its job finished, an
     await app.runtime.services.missions.sweep();
     assert.deepEqual(await actionState(app, stranded.operationId), { action: 'failed', mission: 'stopped' });
     assert.deepEqual(await actionState(app, inFlight.operationId), { action: 'executing', mission: 'active' });
-  } finally {
-    await app.close();
-  }
+  });
 });
 
 test('the sweep settles a mission left active after its continuation ended without a word (a rejection, an answer)', async () => {
-  const app = await startTestApp();
-  try {
+  await withTestApp(async (app) => {
     const owner = await app.userWithAgent();
     const rejected = await draftAction(app, owner, 'email', unique('Rejected and stranded'));
     const asked = await askQuestion(app, owner, 'text', unique('Stranded question?'), { target: { agentId: owner.agentId } });
@@ -142,7 +132,5 @@ test('the sweep settles a mission left active after its continuation ended witho
     assert.equal(await missionOf(rejected.sessionId), 'stopped');
     assert.equal(await missionOf(asked.sessionId), 'stopped');
     assert.equal(await missionOf(waiting.sessionId), 'waiting', 'a mission waiting on a person is left alone');
-  } finally {
-    await app.close();
-  }
+  });
 });

@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { BuiltinBrain } from '../brains/builtin.ts';
 import { builtinToolRegistry } from '../brains/tools.ts';
 import { claimInTransaction, finishJob } from '../engine/queue-sql.ts';
-import { startTestApp, type TestApp } from '../testing/harness.ts';
+import { startTestApp, type TestApp, withTestApp } from '../testing/harness.ts';
 import {
   actionState, askQuestion, decideOne, answerOne, draftAction, listActions, listQuestions, memberOfOwnersWorkspace, queueDrained, unique,
 } from './missions.test-helper.ts';
@@ -97,8 +97,7 @@ test('closeOrphanedMissions() sweeps every orphan (agent gone) and leaves health
 });
 
 test('continuations queued before their mission was closed do not reopen it (a rejection with a reason, an answer)', async () => {
-  const app = await startTestApp();
-  try {
+  await withTestApp(async (app) => {
     const workspaceOwner = await app.userWithAgent();
     const member = await memberOfOwnersWorkspace(app, workspaceOwner);
     const target = { agentId: workspaceOwner.agentId };
@@ -110,26 +109,20 @@ test('continuations queued before their mission was closed do not reopen it (a r
     await app.runtime.store.db.deleteFrom('memberships').where('workspace_id', '=', member.workspaceId).where('user_id', '=', member.id).execute();
     assert.equal(await app.runtime.services.missions.closeOrphanedMissions(), 2);
 
-    const second = await startTestApp({}, { database: app.database }); // runs the queued continuations
-    try {
+    await withTestApp(async (second) => { // runs the queued continuations
       await queueDrained(second);
-    } finally {
-      await second.close();
-    }
+    }, {}, { database: app.database });
     const { db } = app.runtime.store;
     const missions = await db.selectFrom('missions').select('status').where('owner_user_id', '=', member.id).execute();
     assert.deepEqual(missions.map((m) => m.status), ['closed', 'closed']);
     const texts = (await db.selectFrom('turns').select('text').where('session_id', 'in', [rejected.sessionId, answered.sessionId])
       .where('role', '=', 'agent').execute()).map((r) => r.text);
     assert.ok(!texts.some((text) => /^(Re-planned|Noted):/.test(text)), JSON.stringify(texts));
-  } finally {
-    await app.close();
-  }
+  });
 });
 
 test('a mission closed while its continuation runs stays closed when the continuation is recorded', async () => {
-  const app = await startTestApp();
-  try {
+  await withTestApp(async (app) => {
     const workspaceOwner = await app.userWithAgent();
     const member = await memberOfOwnersWorkspace(app, workspaceOwner);
     const drafted = await draftAction(app, member, 'email', unique('closed mid-run'), { agentId: workspaceOwner.agentId });
@@ -151,7 +144,5 @@ test('a mission closed while its continuation runs stays closed when the continu
       assert.equal(await finishJob(trx, claimed.id, 'by-hand', outcome.status, outcome.replyTurnId), true);
     });
     assert.equal((await actionState(app, drafted.operationId)).mission, 'closed');
-  } finally {
-    await app.close();
-  }
+  });
 });

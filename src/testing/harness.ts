@@ -126,6 +126,18 @@ export async function startTestApp(
   };
 }
 
+/** A test app of its own for the length of `use` (see startTestApp), closed whatever happens. */
+export async function withTestApp<T>(
+  use: (app: TestApp) => Promise<T>, overrides: Partial<Config> = {}, options: { database?: TestDatabase; tools?: ToolRegistry } = {},
+): Promise<T> {
+  const app = await startTestApp(overrides, options);
+  try {
+    return await use(app);
+  } finally {
+    await app.close();
+  }
+}
+
 /** A problem body without its per-request id, so that two problems can be compared whole. */
 export function withoutRequestId(body: Record<string, unknown>): Record<string, unknown> {
   const { request_id: _requestId, ...rest } = body;

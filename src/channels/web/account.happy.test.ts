@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { startTestApp, type TestApp } from '../../testing/harness.ts';
+import { startTestApp, type TestApp, withTestApp } from '../../testing/harness.ts';
 import { setCookieLines, WebClient } from './web-client.test-helper.ts';
 
 let t: TestApp;
@@ -41,8 +41,7 @@ test('the session cookie is HttpOnly and SameSite=Strict, and Secure only over T
   assert.match(cookie, /Path=\//);
   assert.doesNotMatch(cookie, /Secure/);
 
-  const tls = await startTestApp({ trustProxy: true });
-  try {
+  await withTestApp(async (tls) => {
     const secure = new WebClient(tls);
     await secure.get('/signup', { 'x-forwarded-proto': 'https' });
     const signup = await secure.post('/signup', { email: 'tls@example.test', password: 'a long password' }, { 'x-forwarded-proto': 'https' });
@@ -52,9 +51,7 @@ test('the session cookie is HttpOnly and SameSite=Strict, and Secure only over T
     assert.match(tlsCookie, /; Secure/);
     assert.match(tlsCookie, /HttpOnly/);
     assert.match(tlsCookie, /SameSite=Strict/);
-  } finally {
-    await tls.close();
-  }
+  }, { trustProxy: true });
 });
 
 test('log in issues a new session token (rotation) and the old one stops working', async () => {

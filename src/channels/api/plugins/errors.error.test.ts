@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { sql } from 'kysely';
-import { API, startTestApp, type TestApp, type TestUser } from '../../../testing/harness.ts';
+import { API, startTestApp, type TestApp, type TestUser, withTestApp } from '../../../testing/harness.ts';
 
 let t: TestApp;
 let u: TestUser;
@@ -78,8 +78,7 @@ test('checks run in order: route, then auth, then rate limit, then body, then ob
 });
 
 test('an unexpected failure is a 500 problem with no stack trace or SQL', async () => {
-  const broken = await startTestApp();
-  try {
+  await withTestApp(async (broken) => {
     const user = await broken.user();
     await sql`drop table memberships`.execute(broken.runtime.store.db);
     const res = await broken.inject({ method: 'GET', url: `${API}/agents`, headers: user.auth });
@@ -87,9 +86,7 @@ test('an unexpected failure is a 500 problem with no stack trace or SQL', async 
     assert.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8');
     assert.equal(res.json().code, 'internal_error');
     assert.doesNotMatch(res.body, /agents|memberships|select|\bat .+:\d+|node_modules|sqlite|postgres|relation/i);
-  } finally {
-    await broken.close();
-  }
+  });
 });
 
 test('a URL that cannot be decoded is a 404 problem, not Fastify\'s own JSON', async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { startTestApp, type TestApp } from '../../../testing/harness.ts';
+import { startTestApp, type TestApp, withTestApp } from '../../../testing/harness.ts';
 import { WebClient } from '../web-client.test-helper.ts';
 
 let t: TestApp;
@@ -97,8 +97,7 @@ test('security: HTML in agent names is escaped', async () => {
 });
 
 test('a pro account at its limit is told the limit, without a way to a bigger plan', async () => {
-  const pro = await startTestApp({ proAgentLimit: 2 });
-  try {
+  await withTestApp(async (pro) => {
     const web = new WebClient(pro);
     const email = `pro-${Date.now()}@example.test`;
     await pro.runtime.services.accounts.createUser({ email, password: 'correct horse battery', plan: 'pro' });
@@ -117,7 +116,5 @@ test('a pro account at its limit is told the limit, without a way to a bigger pl
     assert.match(res.body, /reached your plan's agent limit\.<\/strong> The pro plan allows 2 agents, counting the agents in every workspace you own \(agents that others share with you do not count\)\./);
     // The pro plan is the biggest there is: no other plan, command or upgrade is suggested.
     for (const body of [page.body, res.body]) assert.doesNotMatch(body, /A pro account allows|command-line tool|bigger plan|upgrade/i);
-  } finally {
-    await pro.close();
-  }
+  }, { proAgentLimit: 2 });
 });
