@@ -197,10 +197,7 @@ describe('POST /messages: Idempotency-Key and the duplicate window together', ()
   test('an Idempotency-Key whose first request died before acceptance is free again after 30 s', async () => {
     const u = await t.userWithAgent();
     // What a process that died between taking the key and accepting the message leaves behind.
-    await t.runtime.store.db.insertInto('idempotency_keys').values({
-      user_id: u.id, key: 'orphan', body_hash: 'x', state: 'pending', session_id: null, job_id: null,
-      created_at: new Date(Date.now() - 31_000).toISOString(),
-    }).execute();
+    await leavePendingKey(t, u.id, 'orphan', 'x', new Date(Date.now() - 31_000));
     const res = await send(t, u, { text: 'try again' }, { 'Idempotency-Key': 'orphan' });
     assert.equal(res.statusCode, 200);
     assert.equal(res.json().status, 'completed');
@@ -211,10 +208,7 @@ describe('POST /messages: Idempotency-Key and the duplicate window together', ()
     // What a first request with this very body leaves while it is between taking the key and
     // accepting (fresh: not abandoned). The body hash is the service's: text, session, agent.
     const bodyHash = createHash('sha256').update(JSON.stringify(['wait for it', null, null])).digest('hex');
-    await t.runtime.store.db.insertInto('idempotency_keys').values({
-      user_id: u.id, key: 'in-flight', body_hash: bodyHash, state: 'pending', session_id: null, job_id: null,
-      created_at: new Date().toISOString(),
-    }).execute();
+    await leavePendingKey(t, u.id, 'in-flight', bodyHash, new Date());
     const res = await send(t, u, { text: 'wait for it' }, { 'Idempotency-Key': 'in-flight' });
     assert.equal(res.statusCode, 409);
     assert.equal(res.json().code, 'idempotency_key_in_use');
@@ -281,3 +275,10 @@ describe('POST /messages: the duplicate window runs out', () => {
     assert.notEqual(later.json().session_id, first.json().session_id);
   });
 });
+
+/** The record a first request leaves while it is between taking its Idempotency-Key and accepting. */
+async function leavePendingKey(t: TestApp, userId: string, key: string, bodyHash: string, since: Date): Promise<void> {
+  await t.runtime.store.db.insertInto('idempotency_keys').values({
+    user_id: userId, key, body_hash: bodyHash, state: 'pending', session_id: null, job_id: null, created_at: since.toISOString(),
+  }).execute();
+}
