@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { CompiledQuery } from 'kysely';
 import pg from 'pg';
 import { randomBase62 } from '../domain/ids.ts';
 import { freshDatabase, TEST_DB, TEST_PG_URL } from '../testing/harness.ts';
@@ -63,6 +64,34 @@ test('a store reopened on an existing schema finds its migrations done', { skip 
     assert.deepEqual(await applied(second), afterFirst, 'nothing applied twice, nothing re-stamped');
     await second.close();
   } finally {
+    await database.drop();
+  }
+});
+
+test('parameterised statements are prepared once per connection and reused', { skip }, async () => {
+  const database = await freshDatabase();
+  const store = await openStore(database.url, { pgSchema: database.pgSchema!, pgPoolSize: 1 });
+  try {
+    const marker = `prepared_${randomBase62(8)}`;
+    const text = `select $1::text as "${marker}"`;
+    const prepared = async () => (await store.db.executeQuery<{ n: string }>(CompiledQuery.raw(
+      `select count(*)::text as n from pg_prepared_statements where statement = $1`, [text]))).rows[0]!.n;
+    assert.equal(await prepared(), '0');
+    for (let i = 0; i < 3; i++) {
+      const { rows } = await store.db.executeQuery<Record<string, string>>(CompiledQuery.raw(text, [`value ${i}`]));
+      assert.equal(rows[0]![marker], `value ${i}`, 'each call binds its own values');
+    }
+    assert.equal(await prepared(), '1', 'one prepared statement on the one connection, reused');
+    // A named statement that fails (a unique violation here) leaves the connection usable.
+    await store.db.executeQuery(CompiledQuery.raw(`create temporary table once (k text primary key)`));
+    const insert = `insert into once (k) values ($1)`;
+    await store.db.executeQuery(CompiledQuery.raw(insert, ['a']));
+    await assert.rejects(store.db.executeQuery(CompiledQuery.raw(insert, ['a'])), /duplicate key/);
+    await store.db.executeQuery(CompiledQuery.raw(insert, ['b']));
+    const { rows } = await store.db.executeQuery<{ k: string }>(CompiledQuery.raw(`select k from once where k <> $1 order by k`, ['']));
+    assert.deepEqual(rows.map((r) => r.k), ['a', 'b']);
+  } finally {
+    await store.close();
     await database.drop();
   }
 });
