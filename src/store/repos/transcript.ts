@@ -14,6 +14,9 @@ const sessionClock = prepared((db, sessionId: string) => db.selectFrom('sessions
 const insertTurn = prepared((db, sessionId: string, role: TurnRole, text: string, ts: string, error: string | null, jobId: number | null) =>
   db.insertInto('turns').values({ session_id: sessionId, role, text, ts, error, job_id: jobId }).returning('id'));
 const advanceClock = prepared((db, sessionId: string, ts: string) => db.updateTable('sessions').set({ last_ts: ts }).where('id', '=', sessionId));
+// ts strings sort as their times do (fixed format), so `<` compares times.
+const advanceClockIfBehind = prepared((db, sessionId: string, ts: string) => db.updateTable('sessions').set({ last_ts: ts })
+  .where('id', '=', sessionId).where('last_ts', '<', ts));
 const insertSession = prepared((db, id: string, userId: string, agentId: string, channel: string, lastTs: string, createdAt: string) =>
   db.insertInto('sessions').values({ id, user_id: userId, agent_id: agentId, channel, last_ts: lastTs, created_at: createdAt }));
 
@@ -32,12 +35,26 @@ export async function appendTurn(trx: Transaction<DB>, dialect: Dialect, turn: N
 
 /** appendTurn, or null when the session was deleted (there is then no transcript to write to). */
 export async function appendTurnIfSessionExists(trx: Transaction<DB>, dialect: Dialect, turn: NewTurn): Promise<AppendedTurn | null> {
-  const [session] = await (dialect === 'postgres' ? sessionClockForUpdate : sessionClock)(trx, turn.sessionId);
+  const ts = await advanceSessionClock(trx, dialect, turn.sessionId);
+  if (ts === null) return null;
+  const [inserted] = await insertTurn(trx, turn.sessionId, turn.role, turn.text, ts, turn.error ?? null, turn.jobId ?? null);
+  return { id: Number(inserted!.id), ts };
+}
+
+/**
+ * Takes the session's next ts (see nextTs) and moves its clock there; null if there is no such
+ * session. Usually the clock is behind the present and one conditional update does it (and, on
+ * PostgreSQL, locks the row as the read below would); otherwise the clock is read (and locked)
+ * first.
+ */
+async function advanceSessionClock(trx: Transaction<DB>, dialect: Dialect, sessionId: string): Promise<string | null> {
+  const now = nextTs(null);
+  if ((await advanceClockIfBehind.affected(trx, sessionId, now)) === 1) return now;
+  const [session] = await (dialect === 'postgres' ? sessionClockForUpdate : sessionClock)(trx, sessionId);
   if (!session) return null;
   const ts = nextTs(session.last_ts);
-  const [inserted] = await insertTurn(trx, turn.sessionId, turn.role, turn.text, ts, turn.error ?? null, turn.jobId ?? null);
-  await advanceClock.affected(trx, turn.sessionId, ts);
-  return { id: Number(inserted!.id), ts };
+  await advanceClock.affected(trx, sessionId, ts);
+  return ts;
 }
 
 /** Creates a session with its first turn: its clock starts at that turn, nothing to read or lock. */
