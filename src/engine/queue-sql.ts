@@ -24,23 +24,42 @@ export interface NewJob {
   userTurnId?: number | null;
 }
 
+// The job joins the end of its agent's line, and is inserted already running when fewer than
+// `perAgent` of that agent's jobs are open (perAgent 0: always queued). One statement: the count
+// and the insert see the same line, which the caller holds (lockAgentLine).
 const insertJobRow = prepared((db, agentId: string, sessionId: string, userId: string, kind: JobKind, payload: string,
-  status: JobStatus, attempts: number, userTurnId: number | null, leaseOwner: string | null, leaseExpiresAt: string | null,
-  createdAt: string, startedAt: string | null) => db.insertInto('jobs').values({
-  agent_id: agentId, session_id: sessionId, user_id: userId, kind, payload, status, attempts, user_turn_id: userTurnId,
-  lease_owner: leaseOwner, lease_expires_at: leaseExpiresAt, reply_turn_id: null, created_at: createdAt, started_at: startedAt, finished_at: null,
-}).returningAll());
+  userTurnId: number | null, perAgent: number, leaseOwner: string, leaseExpiresAt: string, createdAt: string) => {
+  const claims = sql<boolean>`line.open < ${perAgent}`;
+  return db.insertInto('jobs')
+    .columns(['agent_id', 'session_id', 'user_id', 'kind', 'payload', 'status', 'attempts', 'user_turn_id',
+      'lease_owner', 'lease_expires_at', 'reply_turn_id', 'created_at', 'started_at', 'finished_at'])
+    .expression(db.selectFrom(db.selectFrom('jobs').select((eb) => eb.fn.countAll<number>().as('open'))
+      .where('agent_id', '=', agentId).where(isOpen).as('line'))
+      .select([
+        sql.val(agentId).as('agent_id'), sql.val(sessionId).as('session_id'), sql.val(userId).as('user_id'),
+        sql.val(kind).as('kind'), sql.val(payload).as('payload'),
+        sql<JobStatus>`case when ${claims} then 'running' else 'queued' end`.as('status'),
+        sql<number>`case when ${claims} then 1 else 0 end`.as('attempts'),
+        sql.val(userTurnId).as('user_turn_id'),
+        sql<string | null>`case when ${claims} then ${leaseOwner} end`.as('lease_owner'),
+        sql<string | null>`case when ${claims} then ${leaseExpiresAt} end`.as('lease_expires_at'),
+        sql<null>`null`.as('reply_turn_id'),
+        sql.val(createdAt).as('created_at'),
+        sql<string | null>`case when ${claims} then ${createdAt} end`.as('started_at'),
+        sql<null>`null`.as('finished_at'),
+      ]))
+    .returningAll();
+});
 
 /**
- * Inserts a job at the end of its agent's line: queued, or already running under `claim` when
- * the caller made sure the agent has room (see agentLineLength). One statement. The caller
- * holds the agent's line (lockAgentLine).
+ * Inserts a job at the end of its agent's line: already running under `claim` when the agent
+ * has fewer than `claim.perAgent` jobs open, else queued. The caller holds the agent's line
+ * (lockAgentLine) and, when the job comes back running, starts it once the transaction commits.
  */
-export async function insertJob(trx: Transaction<DB>, job: NewJob, claim: { owner: string; leaseMs: number } | null): Promise<Job> {
-  const now = new Date();
+export async function insertJob(trx: Transaction<DB>, job: NewJob, claim: { owner: string; leaseMs: number; perAgent: number } | null): Promise<Job> {
+  const now = Date.now();
   const [row] = await insertJobRow(trx, job.agentId, job.sessionId, job.userId, job.kind, JSON.stringify(job.payload),
-    claim ? 'running' : 'queued', claim ? 1 : 0, job.userTurnId ?? null, claim?.owner ?? null,
-    claim ? new Date(now.getTime() + claim.leaseMs).toISOString() : null, now.toISOString(), claim ? now.toISOString() : null);
+    job.userTurnId ?? null, claim?.perAgent ?? 0, claim?.owner ?? '', new Date(now + (claim?.leaseMs ?? 0)).toISOString(), new Date(now).toISOString());
   return normalize(row!);
 }
 
@@ -75,15 +94,6 @@ async function tryLockAgentLine(trx: Transaction<DB>, store: QueueStore, agentId
 
 /** The advisory lock of one agent's line: per schema, so test runs sharing a database never meet. */
 const agentLineKey = (store: QueueStore, agentId: string) => sql`hashtext(${(store.pgSchema ?? '') + agentId})`;
-
-const openJobsOfAgent = prepared((db, agentId: string) => db.selectFrom('jobs')
-  .select((eb) => eb.fn.countAll<number>().as('open')).where('agent_id', '=', agentId).where(isOpen));
-
-/** How many of the agent's jobs are queued or running: the line a new job would join the end of. */
-export async function agentLineLength(trx: Transaction<DB>, agentId: string): Promise<number> {
-  const [row] = await openJobsOfAgent(trx, agentId);
-  return Number(row?.open ?? 0);
-}
 
 // A job may start when fewer than perAgent of its agent's jobs are running or queued before it.
 const claimable = (perAgent: number) => sql<boolean>`(

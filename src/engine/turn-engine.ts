@@ -4,7 +4,7 @@ import { runFixedStatement } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
 import type { Bus, BusEvent } from './bus.ts';
 import {
-  agentLineLength, claimInTransaction, findClaimable, finishJob, getJob, hasQueuedJobs, insertJob, releaseJob, renewLeases, requeueAllRunning,
+  claimInTransaction, findClaimable, finishJob, getJob, hasQueuedJobs, insertJob, releaseJob, renewLeases, requeueAllRunning,
   lockAgentLine, requeueExpired, type NewJob,
 } from './queue-sql.ts';
 
@@ -252,17 +252,16 @@ export class TurnEngine {
       this.kick();
     });
     await lockAgentLine(trx, this.options.store, job.agentId);
-    let claim = false;
     if (this.canRunMore()) {
       this.reserved++; // held from here, so concurrent enqueues never promise the same slot twice
       reservedHere = true;
-      claim = (await agentLineLength(trx, job.agentId)) < this.options.perAgent;
-      if (!claim) {
-        this.reserved--;
-        reservedHere = false;
-      }
     }
-    const row = await insertJob(trx, job, claim ? { owner: this.options.instanceId, leaseMs: this.options.leaseMs } : null);
+    const row = await insertJob(trx, job, reservedHere ? { owner: this.options.instanceId, leaseMs: this.options.leaseMs, perAgent: this.options.perAgent } : null);
+    const claim = row.status === 'running';
+    if (reservedHere && !claim) {
+      this.reserved--;
+      reservedHere = false;
+    }
     if (claim) {
       hooks.afterCommit(() => {
         this.reserved--;
