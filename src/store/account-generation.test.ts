@@ -70,3 +70,20 @@ test('a commit by another connection or process moves it', async () => {
   const after = generation();
   assert.equal(generation(), after, 'and it stays until the next write');
 });
+
+test('every commit of another connection is seen at the very next call, however many follow each other', async () => {
+  for (let i = 0; i < 50; i++) {
+    const before = generation();
+    assert.equal(generation(), before, 'nothing committed: unchanged');
+    await other.db.insertInto('audit_log').values({ at: new Date().toISOString(), actor_user_id: null, action: 'test', subject_id: `other ${i}`, details: null }).execute();
+    assert.ok(generation() > before, `commit ${i + 1} seen`);
+  }
+});
+
+test('the commits of this connection alone never move it, even many in a row', async () => {
+  const before = generation();
+  for (let i = 0; i < 50; i++) {
+    await store.db.insertInto('audit_log').values({ at: new Date().toISOString(), actor_user_id: null, action: 'test', subject_id: `own ${i}`, details: null }).execute();
+    assert.equal(generation(), before);
+  }
+});
