@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
-import { sql, type Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import pg from 'pg';
+import { notifyAtCommit } from '../store/postgres-dialect.ts';
 import type { DB } from '../store/schema.ts';
 
 /** What instances tell each other: a job was enqueued (wake a runner) or finished (wake its waiter). */
@@ -10,8 +11,9 @@ export type BusEvent =
 
 /**
  * The Bus port. `stage` runs inside the transaction that makes the event true; `committed`
- * runs after it commits. In-process, only `committed` emits; on PostgreSQL, `stage` sends a
- * NOTIFY that the server delivers at commit, to every instance (this one included).
+ * runs after it commits. In-process, only `committed` emits; on PostgreSQL, `stage` adds a
+ * NOTIFY to the transaction's COMMIT, which the server delivers to every instance (this one
+ * included).
  */
 export interface Bus {
   stage(trx: Transaction<DB>, event: BusEvent): Promise<void>;
@@ -92,7 +94,7 @@ export class PostgresBus extends LocalDelivery implements Bus {
   }
 
   async stage(trx: Transaction<DB>, event: BusEvent): Promise<void> {
-    await sql`select pg_notify(${this.channel}, ${JSON.stringify(event)})`.execute(trx);
+    await notifyAtCommit(trx, this.channel, JSON.stringify(event));
   }
 
   async close(): Promise<void> {

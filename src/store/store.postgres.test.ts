@@ -4,10 +4,11 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CompiledQuery } from 'kysely';
+import { CompiledQuery, sql } from 'kysely';
 import pg from 'pg';
 import { randomBase62 } from '../domain/ids.ts';
 import { freshDatabase, TEST_DB, TEST_PG_URL } from '../testing/harness.ts';
+import { notifyAtCommit } from './postgres-dialect.ts';
 import { openStore } from './store.ts';
 
 const skip = TEST_DB === 'postgres' ? false : 'PostgreSQL pass only';
@@ -91,6 +92,44 @@ test('parameterised statements are prepared once per connection and reused', { s
     const { rows } = await store.db.executeQuery<{ k: string }>(CompiledQuery.raw(`select k from once where k <> $1 order by k`, ['']));
     assert.deepEqual(rows.map((r) => r.k), ['a', 'b']);
   } finally {
+    await store.close();
+    await database.drop();
+  }
+});
+
+test('notifications staged in a transaction go out with its commit, never after a rollback', { skip }, async () => {
+  const database = await freshDatabase();
+  // One connection: whatever a transaction left staged would go out with the next one's commit.
+  const store = await openStore(database.url, { pgSchema: database.pgSchema!, pgPoolSize: 1 });
+  const listener = new pg.Client({ connectionString: TEST_PG_URL });
+  const channel = `test_${database.pgSchema}`;
+  const heard: string[] = [];
+  try {
+    await listener.connect();
+    listener.on('notification', (message) => { if (message.channel === channel) heard.push(message.payload ?? ''); });
+    await listener.query(`LISTEN "${channel}"`);
+    const tricky = `it's "quoted" \\ and ; commit; -- not SQL`;
+    await store.db.transaction().execute(async (trx) => {
+      await notifyAtCommit(trx, channel, 'first');
+      await notifyAtCommit(trx, channel, tricky);
+      await sql`select 1`.execute(trx);
+    });
+    await assert.rejects(store.db.transaction().execute(async (trx) => {
+      await notifyAtCommit(trx, channel, 'rolled back');
+      throw new Error('roll back');
+    }), /roll back/);
+    await store.db.transaction().execute(async (trx) => { await notifyAtCommit(trx, channel, 'second'); });
+    // A statement that fails leaves the transaction aborted: the commit that follows is refused.
+    await assert.rejects(store.db.transaction().execute(async (trx) => {
+      await notifyAtCommit(trx, channel, 'aborted');
+      await sql`select 1 / 0`.execute(trx).catch(() => {});
+    }));
+    await store.db.transaction().execute(async (trx) => { await notifyAtCommit(trx, channel, 'last'); });
+    const deadline = Date.now() + 5000;
+    while (!heard.includes('last') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.deepEqual(heard, ['first', tricky, 'second', 'last']);
+  } finally {
+    await listener.end();
     await store.close();
     await database.drop();
   }

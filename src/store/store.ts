@@ -1,10 +1,11 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { Kysely, PostgresDialect, SqliteDialect, sql, type DatabaseIntrospector, type TableMetadata } from 'kysely';
+import { Kysely, SqliteDialect, sql } from 'kysely';
 import { Migrator, type Migration } from 'kysely/migration';
 import pg from 'pg';
 import type { DB } from './schema.ts';
 import { openNodeSqlite } from './node-sqlite-adapter.ts';
+import { CurrentSchemaPostgresDialect, NamedStatementClient } from './postgres-dialect.ts';
 import { runPreparedDirectly } from './prepared.ts';
 import { SqliteCheckpointer } from './sqlite-checkpointer.ts';
 import * as m001 from './migrations/001_initial.ts';
@@ -139,57 +140,6 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
     },
     close: () => db.destroy(),
   };
-}
-
-// Statement texts given a name so far (shared by every connection: a name always means one text).
-const statementNames = new Map<string, string>();
-const MAX_NAMED_STATEMENTS = 2000;
-
-/**
- * A pg client that prepares each distinct parameterised statement once per connection and
- * reuses it: PostgreSQL then parses and plans it once instead of on every call, which was about
- * half its CPU per request. Kysely sends the same text for the same query shape, so the set of
- * texts is small; past MAX_NAMED_STATEMENTS (a query built with a growing `in (…)` list, say)
- * new texts run unnamed, as pg does by default. Statements without parameters (begin, commit)
- * stay on the simple protocol.
- */
-class NamedStatementClient extends pg.Client {
-  override query(...args: unknown[]): any {
-    const [text, values] = args;
-    if (typeof text === 'string' && Array.isArray(values) && values.length > 0 && args.length === 2) {
-      let name = statementNames.get(text);
-      if (name === undefined && statementNames.size < MAX_NAMED_STATEMENTS) {
-        name = `ac${statementNames.size}`;
-        statementNames.set(text, name);
-      }
-      if (name !== undefined) return super.query({ name, text, values });
-    }
-    return (super.query as (...a: unknown[]) => unknown)(...args);
-  }
-}
-
-/**
- * Kysely's own PostgreSQL introspector reads the catalog of every schema, column by column with
- * pg_get_serial_sequence(); a table that another process alters or drops at that moment (a
- * parallel test run, another app in the database) makes that query fail although our schema is
- * fine. The migrator only needs to know which tables exist, so ours looks at our schema alone.
- */
-class CurrentSchemaPostgresDialect extends PostgresDialect {
-  override createIntrospector(db: Kysely<any>): DatabaseIntrospector {
-    return {
-      async getSchemas() {
-        const { rows } = await sql<{ name: string }>`select nspname as name from pg_catalog.pg_namespace`.execute(db);
-        return rows;
-      },
-      async getTables(): Promise<TableMetadata[]> {
-        const { rows } = await sql<{ name: string; schema: string; is_view: boolean }>`
-          select c.relname as name, n.nspname as schema, c.relkind = 'v' as is_view
-          from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
-          where n.nspname = current_schema() and c.relkind in ('r', 'p', 'v')`.execute(db);
-        return rows.map((row) => ({ name: row.name, schema: row.schema, isView: row.is_view, isForeign: false, columns: [] }));
-      },
-    };
-  }
 }
 
 async function migrate(store: Store): Promise<void> {
