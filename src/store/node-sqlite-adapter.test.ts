@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import { openNodeSqlite } from './node-sqlite-adapter.ts';
 
@@ -34,6 +35,55 @@ test('a batch of savepoints that touches many pages keeps its sub-journal in mem
     assert.equal((db.prepare('select count(*) as n from t where v like ?').get('unit %') as { n: number }).n, 2000);
   } finally {
     database.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('closing one connection leaves the locks of another on the same file in place', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-channel-adapter-'));
+  const path = join(dir, 'test.db');
+  const holder = openNodeSqlite(path);
+  try {
+    holder.raw.exec('create table t (v text)');
+    holder.accountGeneration();
+    holder.raw.exec('begin immediate'); // this connection holds the write lock
+    const passerBy = openNodeSqlite(path);
+    passerBy.accountGeneration(); // reads the log's index header, as a request does
+    passerBy.close();
+    // Another process must still find the database locked (POSIX locks are per process: closing
+    // any descriptor of the -shm file would have dropped them all).
+    const other = spawnSync(process.execPath, ['-e', `
+      const { DatabaseSync } = require('node:sqlite');
+      const db = new DatabaseSync(${JSON.stringify(path)});
+      try { db.exec("insert into t values ('other')"); console.log('wrote'); } catch (e) { console.log(e.message); }
+    `], { encoding: 'utf8' });
+    assert.match(other.stdout, /locked|busy/i);
+    holder.raw.exec("insert into t values ('holder')");
+    holder.raw.exec('commit');
+    assert.deepEqual(holder.raw.prepare('select v from t').all().map((row) => row.v), ['holder']);
+  } finally {
+    holder.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a commit by another connection seen during a read snapshot still moves the account generation once the snapshot ends', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-channel-adapter-'));
+  const path = join(dir, 'test.db');
+  const reader = openNodeSqlite(path);
+  const writer = openNodeSqlite(path);
+  try {
+    reader.raw.exec('create table t (v text)');
+    const before = reader.accountGeneration();
+    reader.raw.exec('begin'); // deferred: a read snapshot from the first read on
+    reader.raw.prepare('select count(*) from t').get();
+    writer.raw.exec("insert into t values ('other')");
+    reader.accountGeneration(); // inside the snapshot, data_version cannot show the commit yet
+    reader.raw.exec('commit');
+    assert.ok(reader.accountGeneration() > before, 'seen once the snapshot is over');
+  } finally {
+    writer.close();
+    reader.close();
     rmSync(dir, { recursive: true, force: true });
   }
 });

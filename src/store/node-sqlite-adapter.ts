@@ -1,4 +1,4 @@
-import { closeSync, openSync, readSync } from 'node:fs';
+import { openSync, readSync } from 'node:fs';
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
 import type { SqliteDatabase, SqliteStatement } from 'kysely';
 
@@ -70,10 +70,7 @@ export function openNodeSqlite(path: string): NodeSqliteDatabase {
   const database: NodeSqliteDatabase = {
     raw: db,
     onCommit: null,
-    close: () => {
-      logIndex?.close();
-      db.close();
-    },
+    close: () => db.close(),
     accountGeneration() {
       // No commit anywhere since data_version was last asked: nothing to ask.
       const header = logIndex?.read() ?? null;
@@ -83,8 +80,9 @@ export function openNodeSqlite(path: string): NodeSqliteDatabase {
         lastDataVersion = version;
         generation++;
       }
-      // The header as it was before asking: a commit since then changes it, and is asked about next time.
-      header?.copy(logIndex!.confirmed);
+      // The header as it was before asking: a commit since then changes it, and is asked about
+      // next time. Not inside a transaction, whose snapshot may hide a commit the header shows.
+      if (header && !db.isTransaction) header.copy(logIndex!.confirmed);
       return generation;
     },
     prepare(sql: string): SqliteStatement {
@@ -133,6 +131,10 @@ export function openNodeSqlite(path: string): NodeSqliteDatabase {
  * data_version is asked only when the header has changed since it was last asked.
  */
 class LogIndexHeader {
+  // Opened for each connection (a database recreated at the same path is a new file) and never
+  // closed: closing any descriptor of a file drops every POSIX lock this process holds on it,
+  // SQLite's included, those of other connections and of the checkpointer thread too. So each
+  // store opened leaves one descriptor behind until the process exits.
   private fd: number | null = null;
   private readonly buffer = Buffer.alloc(48);
   /** The header as read just before data_version was last asked (at first all 0xff, which no header is). */
@@ -141,6 +143,7 @@ class LogIndexHeader {
 
   constructor(path: string) {
     this.path = path;
+    this.read();
   }
 
   /** The header now, or null when it cannot be read (then every call asks data_version). */
@@ -151,11 +154,6 @@ class LogIndexHeader {
     } catch {
       return null;
     }
-  }
-
-  close(): void {
-    if (this.fd !== null) closeSync(this.fd);
-    this.fd = null;
   }
 }
 
