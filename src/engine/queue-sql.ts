@@ -9,6 +9,11 @@ import type { Stage } from './turn-engine.ts';
  * The queue is the `jobs` table: FIFO per agent by id, at most `perAgent` running per agent.
  */
 
+// Every column of a job, named: a statement that names its columns keeps its prepared plan on
+// PostgreSQL when a migration adds one (see store/postgres-dialect.ts).
+const JOB_COLUMNS = ['id', 'agent_id', 'session_id', 'user_id', 'kind', 'payload', 'status', 'attempts', 'lease_owner',
+  'lease_expires_at', 'user_turn_id', 'reply_turn_id', 'created_at', 'started_at', 'finished_at'] as const satisfies ReadonlyArray<keyof Job>;
+
 // Status conditions are SQL literals, not parameters: only then can SQLite (and a generic
 // PostgreSQL plan) use the partial indexes over unfinished jobs as history grows.
 const isQueued = sql<boolean>`status = 'queued'`;
@@ -48,7 +53,7 @@ const insertJobRow = prepared((db, agentId: string, sessionId: string, userId: s
         sql<string | null>`case when ${claims} then ${createdAt} end`.as('started_at'),
         sql<null>`null`.as('finished_at'),
       ]))
-    .returningAll();
+    .returning(JOB_COLUMNS);
 });
 
 /**
@@ -136,7 +141,7 @@ export async function claimInTransaction(
     started_at: eb.fn.coalesce('started_at', sql<string>`${now.toISOString()}`),
     attempts: eb('attempts', '+', 1),
   })).where('id', '=', candidate.id).where(isQueued).where(claimable(perAgent))
-    .returningAll().executeTakeFirst();
+    .returning(JOB_COLUMNS).executeTakeFirst();
   return job ? normalize(job) : null;
 }
 
@@ -181,7 +186,7 @@ export async function finishJob(
   return (await finishJobRow.affected(trx, id, owner, status, replyTurnId, new Date().toISOString())) === 1;
 }
 
-const jobById = prepared((db, id: number) => db.selectFrom('jobs').selectAll().where('id', '=', id));
+const jobById = prepared((db, id: number) => db.selectFrom('jobs').select(JOB_COLUMNS).where('id', '=', id));
 
 export async function getJob(db: Kysely<DB>, id: number): Promise<Job | undefined> {
   const [job] = await jobById(db, id);

@@ -9,17 +9,28 @@ import pg from 'pg';
 // Statement texts given a name so far (shared by every connection: a name always means one text).
 const statementNames = new Map<string, string>();
 const MAX_NAMED_STATEMENTS = 2000;
+// A result whose columns are "all of the table's" changes shape when a migration (of another
+// instance, during a rolling deploy) adds a column, and PostgreSQL then refuses a prepared
+// statement's cached plan: such texts run unnamed.
+const SHAPE_FOLLOWS_TABLE = /\b(?:select|returning)\s+\*|\.\*/i;
+// A named statement PostgreSQL no longer accepts as prepared: its result type changed
+// (0A000), or it is gone (26000: pg closed it after a value failed to serialise).
+const STALE_STATEMENT = new Set(['0A000', '26000']);
 
 /**
  * A pg client that prepares each distinct parameterised statement once per connection and
  * reuses it: PostgreSQL then parses and plans it once instead of on every call, which was about
  * half its CPU per request. Kysely sends the same text for the same query shape, so the set of
  * texts is small; past MAX_NAMED_STATEMENTS (a query built with a growing `in (…)` list, say)
- * new texts run unnamed, as pg does by default. Statements without parameters (begin, commit)
- * stay on the simple protocol, where several statements in one text answer with the last one's
- * result (see NotifyAtCommitDriver).
+ * new texts run unnamed, as pg does by default. A statement PostgreSQL stops accepting fails
+ * once and is prepared afresh, under a new name, on its next call. Statements without
+ * parameters (begin, commit) stay on the simple protocol, where several statements in one text
+ * answer with the last one's result (see NotifyAtCommitDriver).
  */
 export class NamedStatementClient extends pg.Client {
+  // Texts this connection prepares under a name of its own, since their shared one went stale here.
+  private readonly renamed = new Map<string, string>();
+
   override query(...args: unknown[]): any {
     const [text, values] = args;
     if (typeof text === 'string' && Array.isArray(values) && args.length === 2) {
@@ -27,15 +38,25 @@ export class NamedStatementClient extends pg.Client {
         return (super.query(text, values) as unknown as Promise<pg.QueryResult | pg.QueryResult[]>)
           .then((result) => (Array.isArray(result) ? result.at(-1) : result));
       }
-      let name = statementNames.get(text);
-      if (name === undefined && statementNames.size < MAX_NAMED_STATEMENTS) {
-        name = `ac${statementNames.size}`;
-        statementNames.set(text, name);
+      const name = this.renamed.get(text) ?? statementName(text);
+      if (name !== undefined) {
+        return (super.query({ name, text, values }) as unknown as Promise<pg.QueryResult>).catch((error: { code?: string }) => {
+          if (error?.code !== undefined && STALE_STATEMENT.has(error.code)) this.renamed.set(text, `${name}_${this.renamed.size + 1}`);
+          throw error;
+        });
       }
-      if (name !== undefined) return super.query({ name, text, values });
     }
     return (super.query as (...a: unknown[]) => unknown)(...args);
   }
+}
+
+function statementName(text: string): string | undefined {
+  let name = statementNames.get(text);
+  if (name === undefined && statementNames.size < MAX_NAMED_STATEMENTS && !SHAPE_FOLLOWS_TABLE.test(text)) {
+    name = `ac${statementNames.size}`;
+    statementNames.set(text, name);
+  }
+  return name;
 }
 
 // NOTIFY statements staged in a transaction, by the connection it runs on, until it ends.
@@ -58,14 +79,17 @@ export async function notifyAtCommit(trx: Transaction<any>, channel: string, pay
 
 /** Kysely's PostgreSQL driver, committing with the notifications staged by notifyAtCommit. */
 class NotifyAtCommitDriver extends PostgresDriver {
+  // How many notifications were staged when each open savepoint began, by connection.
+  private readonly stagedAtSavepoint = new WeakMap<DatabaseConnection, Map<string, number>>();
+
   override async beginTransaction(connection: DatabaseConnection, settings: Parameters<PostgresDriver['beginTransaction']>[1]): Promise<void> {
-    notificationsAtCommit.delete(connection); // nothing left over from a transaction that never ended
+    this.forget(connection); // nothing left over from a transaction that never ended
     await super.beginTransaction(connection, settings);
   }
 
   override async commitTransaction(connection: DatabaseConnection): Promise<void> {
     const staged = notificationsAtCommit.get(connection);
-    notificationsAtCommit.delete(connection);
+    this.forget(connection);
     if (!staged?.length) return super.commitTransaction(connection);
     const { rows } = await connection.executeQuery(CompiledQuery.raw(`${staged.join('; ')}; commit`));
     // As Kysely's own commit: a transaction an earlier error aborted ends with ROLLBACK.
@@ -73,8 +97,27 @@ class NotifyAtCommitDriver extends PostgresDriver {
   }
 
   override async rollbackTransaction(connection: Parameters<PostgresDriver['rollbackTransaction']>[0]): Promise<void> {
-    notificationsAtCommit.delete(connection);
+    this.forget(connection);
     await super.rollbackTransaction(connection);
+  }
+
+  override async savepoint(connection: DatabaseConnection, name: string, compileQuery: Parameters<PostgresDriver['savepoint']>[2]): Promise<void> {
+    let marks = this.stagedAtSavepoint.get(connection);
+    if (!marks) this.stagedAtSavepoint.set(connection, (marks = new Map()));
+    marks.set(name, notificationsAtCommit.get(connection)?.length ?? 0);
+    await super.savepoint(connection, name, compileQuery);
+  }
+
+  /** What was staged since the savepoint is dropped with what it did, as PostgreSQL drops a NOTIFY. */
+  override async rollbackToSavepoint(connection: DatabaseConnection, name: string, compileQuery: Parameters<PostgresDriver['rollbackToSavepoint']>[2]): Promise<void> {
+    const mark = this.stagedAtSavepoint.get(connection)?.get(name);
+    if (mark !== undefined) notificationsAtCommit.get(connection)?.splice(mark);
+    await super.rollbackToSavepoint(connection, name, compileQuery);
+  }
+
+  private forget(connection: DatabaseConnection): void {
+    notificationsAtCommit.delete(connection);
+    this.stagedAtSavepoint.delete(connection);
   }
 }
 
@@ -88,8 +131,12 @@ class NotifyAtCommitDriver extends PostgresDriver {
 export class CurrentSchemaPostgresDialect extends PostgresDialect {
   private readonly config: PostgresDialectConfig;
 
-  constructor(config: PostgresDialectConfig) {
+  constructor(config: PostgresDialectConfig & { pool: pg.Pool }) {
     super(config);
+    // NotifyAtCommitDriver reads its commit's result as NamedStatementClient gives it.
+    if ((config.pool as unknown as { options: { Client?: unknown } }).options.Client !== NamedStatementClient) {
+      throw new Error('the pool must make NamedStatementClient connections');
+    }
     this.config = config;
   }
 

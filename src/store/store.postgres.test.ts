@@ -119,6 +119,13 @@ test('notifications staged in a transaction go out with its commit, never after 
       throw new Error('roll back');
     }), /roll back/);
     await store.db.transaction().execute(async (trx) => { await notifyAtCommit(trx, channel, 'second'); });
+    // Rolled back to a savepoint: what was staged after it is dropped, what was staged before stays.
+    const trx = await store.db.startTransaction().execute();
+    await notifyAtCommit(trx, channel, 'before the savepoint');
+    const inner = await trx.savepoint('inner').execute();
+    await notifyAtCommit(inner, channel, 'after the savepoint');
+    await inner.rollbackToSavepoint('inner').execute();
+    await trx.commit().execute();
     // A statement that fails leaves the transaction aborted: the commit that follows is refused.
     await assert.rejects(store.db.transaction().execute(async (trx) => {
       await notifyAtCommit(trx, channel, 'aborted');
@@ -127,9 +134,37 @@ test('notifications staged in a transaction go out with its commit, never after 
     await store.db.transaction().execute(async (trx) => { await notifyAtCommit(trx, channel, 'last'); });
     const deadline = Date.now() + 5000;
     while (!heard.includes('last') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    assert.deepEqual(heard, ['first', tricky, 'second', 'last']);
+    assert.deepEqual(heard, ['first', tricky, 'second', 'before the savepoint', 'last']);
   } finally {
     await listener.end();
+    await store.close();
+    await database.drop();
+  }
+});
+
+test('a migration elsewhere (a rolling deploy) never leaves a prepared statement failing', { skip }, async () => {
+  const database = await freshDatabase();
+  const store = await openStore(database.url, { pgSchema: database.pgSchema!, pgPoolSize: 1 });
+  const other = new pg.Client({ connectionString: TEST_PG_URL });
+  const run = async <R>(text: string, values: unknown[]) => (await store.db.executeQuery<R>(CompiledQuery.raw(text, values))).rows;
+  try {
+    await other.connect();
+    await other.query(`create table ${database.pgSchema}.evolving (k text primary key)`);
+    await other.query(`insert into ${database.pgSchema}.evolving values ('a')`);
+    // All of a table's columns: never prepared, so a column added later simply appears.
+    const everything = `select * from evolving where k = $1`;
+    assert.deepEqual(await run(everything, ['a']), [{ k: 'a' }]);
+    await other.query(`alter table ${database.pgSchema}.evolving add column extra int default 7`);
+    assert.deepEqual(await run(everything, ['a']), [{ k: 'a', extra: 7 }]);
+    // Named columns: prepared. A column whose type changes fails the statement once, then it is prepared afresh.
+    const named = `select k from evolving where k = $1`;
+    assert.deepEqual(await run(named, ['a']), [{ k: 'a' }]);
+    await other.query(`alter table ${database.pgSchema}.evolving alter column k type varchar(20)`);
+    await assert.rejects(run(named, ['a']), /cached plan must not change result type/);
+    assert.deepEqual(await run(named, ['a']), [{ k: 'a' }]);
+    assert.deepEqual(await run(named, ['a']), [{ k: 'a' }]);
+  } finally {
+    await other.end();
     await store.close();
     await database.drop();
   }
