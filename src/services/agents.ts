@@ -38,7 +38,9 @@ const agentsOfUser = prepared((db, userId: string) => db.selectFrom('agents')
   .where('memberships.user_id', '=', userId)
   .orderBy('agents.created_at').orderBy('agents.id'));
 
-const availableAgent = prepared((db, agentId: string, userId: string) => db.selectFrom('agents').selectAll('agents')
+// Columns named rather than `agents.*`, so the statement stays prepared on PostgreSQL (see store/postgres-dialect.ts).
+const availableAgent = prepared((db, agentId: string, userId: string) => db.selectFrom('agents')
+  .select(['agents.id', 'agents.workspace_id', 'agents.name', 'agents.created_by', 'agents.created_at'])
   .innerJoin('memberships', 'memberships.workspace_id', 'agents.workspace_id')
   .where('agents.id', '=', agentId).where('memberships.user_id', '=', userId));
 
