@@ -5,17 +5,32 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
-import { openNodeSqlite } from './node-sqlite-adapter.ts';
+import { openNodeSqlite, type NodeSqliteDatabase } from './node-sqlite-adapter.ts';
+
+/** Runs `fn` with a way to open connections to one fresh database file; closes them and removes the file after. */
+function withDatabaseFile(fn: (open: () => NodeSqliteDatabase, path: string) => void): void {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-channel-adapter-'));
+  const path = join(dir, 'test.db');
+  const opened: NodeSqliteDatabase[] = [];
+  try {
+    fn(() => {
+      const database = openNodeSqlite(path);
+      opened.push(database);
+      return database;
+    }, path);
+  } finally {
+    for (const database of opened.reverse()) database.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 const temporaryFilesOpen = () => readdirSync('/proc/self/fd')
   .map((fd) => { try { return readlinkSync(`/proc/self/fd/${fd}`); } catch { return ''; } })
   .filter((target) => target.includes('etilqs_'));
 
 test('a batch of savepoints that touches many pages keeps its sub-journal in memory, not in a temporary file', { skip: process.platform !== 'linux' && 'reads /proc' }, () => {
-  const dir = mkdtempSync(join(tmpdir(), 'agent-channel-adapter-'));
-  const database = openNodeSqlite(join(dir, 'test.db'));
-  try {
-    const db = database.raw;
+  withDatabaseFile((open) => {
+    const db = open().raw;
     db.exec('create table t (id integer primary key, v text)');
     const insert = db.prepare('insert into t (v) values (?)');
     db.exec('begin');
@@ -33,17 +48,12 @@ test('a batch of savepoints that touches many pages keeps its sub-journal in mem
     db.exec('commit');
     assert.deepEqual(during, before, 'no temporary file was opened for the sub-journal');
     assert.equal((db.prepare('select count(*) as n from t where v like ?').get('unit %') as { n: number }).n, 2000);
-  } finally {
-    database.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test('closing one connection leaves the locks of another on the same file in place', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'agent-channel-adapter-'));
-  const path = join(dir, 'test.db');
-  const holder = openNodeSqlite(path);
-  try {
+  withDatabaseFile((open, path) => {
+    const holder = open();
     holder.raw.exec('create table t (v text)');
     holder.accountGeneration();
     holder.raw.exec('begin immediate'); // this connection holds the write lock
@@ -61,18 +71,13 @@ test('closing one connection leaves the locks of another on the same file in pla
     holder.raw.exec("insert into t values ('holder')");
     holder.raw.exec('commit');
     assert.deepEqual(holder.raw.prepare('select v from t').all().map((row) => row.v), ['holder']);
-  } finally {
-    holder.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test('a commit by another connection seen during a read snapshot still moves the account generation once the snapshot ends', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'agent-channel-adapter-'));
-  const path = join(dir, 'test.db');
-  const reader = openNodeSqlite(path);
-  const writer = openNodeSqlite(path);
-  try {
+  withDatabaseFile((open) => {
+    const reader = open();
+    const writer = open();
     reader.raw.exec('create table t (v text)');
     const before = reader.accountGeneration();
     reader.raw.exec('begin'); // deferred: a read snapshot from the first read on
@@ -81,9 +86,5 @@ test('a commit by another connection seen during a read snapshot still moves the
     reader.accountGeneration(); // inside the snapshot, data_version cannot show the commit yet
     reader.raw.exec('commit');
     assert.ok(reader.accountGeneration() > before, 'seen once the snapshot is over');
-  } finally {
-    writer.close();
-    reader.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });

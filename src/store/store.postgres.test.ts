@@ -9,9 +9,27 @@ import pg from 'pg';
 import { randomBase62 } from '../domain/ids.ts';
 import { freshDatabase, TEST_DB, TEST_PG_URL } from '../testing/harness.ts';
 import { notifyAtCommit } from './postgres-dialect.ts';
-import { openStore } from './store.ts';
+import { openStore, type Store } from './store.ts';
 
 const skip = TEST_DB === 'postgres' ? false : 'PostgreSQL pass only';
+
+/**
+ * A store on a fresh schema with one pooled connection (so each statement meets what the ones
+ * before it left on that connection), and a second, plain client beside it. Cleans up all.
+ */
+async function withOneConnectionStore(fn: (store: Store, other: pg.Client, schema: string) => Promise<void>): Promise<void> {
+  const database = await freshDatabase();
+  const store = await openStore(database.url, { pgSchema: database.pgSchema!, pgPoolSize: 1 });
+  const other = new pg.Client({ connectionString: TEST_PG_URL });
+  try {
+    await other.connect();
+    await fn(store, other, database.pgSchema!);
+  } finally {
+    await other.end();
+    await store.close();
+    await database.drop();
+  }
+}
 
 test('migrating while other schemas are created and dropped never fails', { skip }, async () => {
   // Another "app" churns schemas whose tables have serial columns, the kind Kysely's catalog
@@ -69,103 +87,76 @@ test('a store reopened on an existing schema finds its migrations done', { skip 
   }
 });
 
-test('parameterised statements are prepared once per connection and reused', { skip }, async () => {
-  const database = await freshDatabase();
-  const store = await openStore(database.url, { pgSchema: database.pgSchema!, pgPoolSize: 1 });
-  try {
-    const marker = `prepared_${randomBase62(8)}`;
-    const text = `select $1::text as "${marker}"`;
-    const prepared = async () => (await store.db.executeQuery<{ n: string }>(CompiledQuery.raw(
-      `select count(*)::text as n from pg_prepared_statements where statement = $1`, [text]))).rows[0]!.n;
-    assert.equal(await prepared(), '0');
-    for (let i = 0; i < 3; i++) {
-      const { rows } = await store.db.executeQuery<Record<string, string>>(CompiledQuery.raw(text, [`value ${i}`]));
-      assert.equal(rows[0]![marker], `value ${i}`, 'each call binds its own values');
-    }
-    assert.equal(await prepared(), '1', 'one prepared statement on the one connection, reused');
-    // A named statement that fails (a unique violation here) leaves the connection usable.
-    await store.db.executeQuery(CompiledQuery.raw(`create temporary table once (k text primary key)`));
-    const insert = `insert into once (k) values ($1)`;
-    await store.db.executeQuery(CompiledQuery.raw(insert, ['a']));
-    await assert.rejects(store.db.executeQuery(CompiledQuery.raw(insert, ['a'])), /duplicate key/);
-    await store.db.executeQuery(CompiledQuery.raw(insert, ['b']));
-    const { rows } = await store.db.executeQuery<{ k: string }>(CompiledQuery.raw(`select k from once where k <> $1 order by k`, ['']));
-    assert.deepEqual(rows.map((r) => r.k), ['a', 'b']);
-  } finally {
-    await store.close();
-    await database.drop();
+test('parameterised statements are prepared once per connection and reused', { skip }, () => withOneConnectionStore(async (store) => {
+  const marker = `prepared_${randomBase62(8)}`;
+  const text = `select $1::text as "${marker}"`;
+  const prepared = async () => (await store.db.executeQuery<{ n: string }>(CompiledQuery.raw(
+    `select count(*)::text as n from pg_prepared_statements where statement = $1`, [text]))).rows[0]!.n;
+  assert.equal(await prepared(), '0');
+  for (let i = 0; i < 3; i++) {
+    const { rows } = await store.db.executeQuery<Record<string, string>>(CompiledQuery.raw(text, [`value ${i}`]));
+    assert.equal(rows[0]![marker], `value ${i}`, 'each call binds its own values');
   }
-});
+  assert.equal(await prepared(), '1', 'one prepared statement on the one connection, reused');
+  // A named statement that fails (a unique violation here) leaves the connection usable.
+  await store.db.executeQuery(CompiledQuery.raw(`create temporary table once (k text primary key)`));
+  const insert = `insert into once (k) values ($1)`;
+  await store.db.executeQuery(CompiledQuery.raw(insert, ['a']));
+  await assert.rejects(store.db.executeQuery(CompiledQuery.raw(insert, ['a'])), /duplicate key/);
+  await store.db.executeQuery(CompiledQuery.raw(insert, ['b']));
+  const { rows } = await store.db.executeQuery<{ k: string }>(CompiledQuery.raw(`select k from once where k <> $1 order by k`, ['']));
+  assert.deepEqual(rows.map((r) => r.k), ['a', 'b']);
+}));
 
-test('notifications staged in a transaction go out with its commit, never after a rollback', { skip }, async () => {
-  const database = await freshDatabase();
-  // One connection: whatever a transaction left staged would go out with the next one's commit.
-  const store = await openStore(database.url, { pgSchema: database.pgSchema!, pgPoolSize: 1 });
-  const listener = new pg.Client({ connectionString: TEST_PG_URL });
-  const channel = `test_${database.pgSchema}`;
-  const heard: string[] = [];
-  try {
-    await listener.connect();
-    listener.on('notification', (message) => { if (message.channel === channel) heard.push(message.payload ?? ''); });
-    await listener.query(`LISTEN "${channel}"`);
-    const tricky = `it's "quoted" \\ and ; commit; -- not SQL`;
-    await store.db.transaction().execute(async (trx) => {
-      await notifyAtCommit(trx, channel, 'first');
-      await notifyAtCommit(trx, channel, tricky);
-      await sql`select 1`.execute(trx);
-    });
-    await assert.rejects(store.db.transaction().execute(async (trx) => {
-      await notifyAtCommit(trx, channel, 'rolled back');
-      throw new Error('roll back');
-    }), /roll back/);
-    await store.db.transaction().execute(async (trx) => { await notifyAtCommit(trx, channel, 'second'); });
-    // Rolled back to a savepoint: what was staged after it is dropped, what was staged before stays.
-    const trx = await store.db.startTransaction().execute();
-    await notifyAtCommit(trx, channel, 'before the savepoint');
-    const inner = await trx.savepoint('inner').execute();
-    await notifyAtCommit(inner, channel, 'after the savepoint');
-    await inner.rollbackToSavepoint('inner').execute();
-    await trx.commit().execute();
-    // A statement that fails leaves the transaction aborted: the commit that follows is refused.
-    await assert.rejects(store.db.transaction().execute(async (trx) => {
-      await notifyAtCommit(trx, channel, 'aborted');
-      await sql`select 1 / 0`.execute(trx).catch(() => {});
-    }));
-    await store.db.transaction().execute(async (trx) => { await notifyAtCommit(trx, channel, 'last'); });
-    const deadline = Date.now() + 5000;
-    while (!heard.includes('last') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    assert.deepEqual(heard, ['first', tricky, 'second', 'before the savepoint', 'last']);
-  } finally {
-    await listener.end();
-    await store.close();
-    await database.drop();
-  }
-});
+test('notifications staged in a transaction go out with its commit, never after a rollback', { skip }, () => withOneConnectionStore(async (store, listener, schema) => {
+// One connection: whatever a transaction left staged would go out with the next one's commit.
+const channel = `test_${schema}`;
+const heard: string[] = [];
+  listener.on('notification', (message) => { if (message.channel === channel) heard.push(message.payload ?? ''); });
+  await listener.query(`LISTEN "${channel}"`);
+  const tricky = `it's "quoted" \\ and ; commit; -- not SQL`;
+  await store.db.transaction().execute(async (trx) => {
+    await notifyAtCommit(trx, channel, 'first');
+    await notifyAtCommit(trx, channel, tricky);
+    await sql`select 1`.execute(trx);
+  });
+  await assert.rejects(store.db.transaction().execute(async (trx) => {
+    await notifyAtCommit(trx, channel, 'rolled back');
+    throw new Error('roll back');
+  }), /roll back/);
+  await store.db.transaction().execute(async (trx) => { await notifyAtCommit(trx, channel, 'second'); });
+  // Rolled back to a savepoint: what was staged after it is dropped, what was staged before stays.
+  const trx = await store.db.startTransaction().execute();
+  await notifyAtCommit(trx, channel, 'before the savepoint');
+  const inner = await trx.savepoint('inner').execute();
+  await notifyAtCommit(inner, channel, 'after the savepoint');
+  await inner.rollbackToSavepoint('inner').execute();
+  await trx.commit().execute();
+  // A statement that fails leaves the transaction aborted: the commit that follows is refused.
+  await assert.rejects(store.db.transaction().execute(async (trx) => {
+    await notifyAtCommit(trx, channel, 'aborted');
+    await sql`select 1 / 0`.execute(trx).catch(() => {});
+  }));
+  await store.db.transaction().execute(async (trx) => { await notifyAtCommit(trx, channel, 'last'); });
+  const deadline = Date.now() + 5000;
+  while (!heard.includes('last') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  assert.deepEqual(heard, ['first', tricky, 'second', 'before the savepoint', 'last']);
+}));
 
-test('a migration elsewhere (a rolling deploy) never leaves a prepared statement failing', { skip }, async () => {
-  const database = await freshDatabase();
-  const store = await openStore(database.url, { pgSchema: database.pgSchema!, pgPoolSize: 1 });
-  const other = new pg.Client({ connectionString: TEST_PG_URL });
-  const run = async <R>(text: string, values: unknown[]) => (await store.db.executeQuery<R>(CompiledQuery.raw(text, values))).rows;
-  try {
-    await other.connect();
-    await other.query(`create table ${database.pgSchema}.evolving (k text primary key)`);
-    await other.query(`insert into ${database.pgSchema}.evolving values ('a')`);
-    // All of a table's columns: never prepared, so a column added later simply appears.
-    const everything = `select * from evolving where k = $1`;
-    assert.deepEqual(await run(everything, ['a']), [{ k: 'a' }]);
-    await other.query(`alter table ${database.pgSchema}.evolving add column extra int default 7`);
-    assert.deepEqual(await run(everything, ['a']), [{ k: 'a', extra: 7 }]);
-    // Named columns: prepared. A column whose type changes fails the statement once, then it is prepared afresh.
-    const named = `select k from evolving where k = $1`;
-    assert.deepEqual(await run(named, ['a']), [{ k: 'a' }]);
-    await other.query(`alter table ${database.pgSchema}.evolving alter column k type varchar(20)`);
-    await assert.rejects(run(named, ['a']), /cached plan must not change result type/);
-    assert.deepEqual(await run(named, ['a']), [{ k: 'a' }]);
-    assert.deepEqual(await run(named, ['a']), [{ k: 'a' }]);
-  } finally {
-    await other.end();
-    await store.close();
-    await database.drop();
-  }
-});
+test('a migration elsewhere (a rolling deploy) never leaves a prepared statement failing', { skip }, () => withOneConnectionStore(async (store, other, schema) => {
+const run = async <R>(text: string, values: unknown[]) => (await store.db.executeQuery<R>(CompiledQuery.raw(text, values))).rows;
+  await other.query(`create table ${schema}.evolving (k text primary key)`);
+  await other.query(`insert into ${schema}.evolving values ('a')`);
+  // All of a table's columns: never prepared, so a column added later simply appears.
+  const everything = `select * from evolving where k = $1`;
+  assert.deepEqual(await run(everything, ['a']), [{ k: 'a' }]);
+  await other.query(`alter table ${schema}.evolving add column extra int default 7`);
+  assert.deepEqual(await run(everything, ['a']), [{ k: 'a', extra: 7 }]);
+  // Named columns: prepared. A column whose type changes fails the statement once, then it is prepared afresh.
+  const named = `select k from evolving where k = $1`;
+  assert.deepEqual(await run(named, ['a']), [{ k: 'a' }]);
+  await other.query(`alter table ${schema}.evolving alter column k type varchar(20)`);
+  await assert.rejects(run(named, ['a']), /cached plan must not change result type/);
+  assert.deepEqual(await run(named, ['a']), [{ k: 'a' }]);
+  assert.deepEqual(await run(named, ['a']), [{ k: 'a' }]);
+}));
