@@ -109,9 +109,9 @@ test('parameterised statements are prepared once per connection and reused', { s
 }));
 
 test('notifications staged in a transaction go out with its commit, never after a rollback', { skip }, () => withOneConnectionStore(async (store, listener, schema) => {
-// One connection: whatever a transaction left staged would go out with the next one's commit.
-const channel = `test_${schema}`;
-const heard: string[] = [];
+  // One connection: whatever a transaction left staged would go out with the next one's commit.
+  const channel = `test_${schema}`;
+  const heard: string[] = [];
   listener.on('notification', (message) => { if (message.channel === channel) heard.push(message.payload ?? ''); });
   await listener.query(`LISTEN "${channel}"`);
   const tricky = `it's "quoted" \\ and ; commit; -- not SQL`;
@@ -144,7 +144,7 @@ const heard: string[] = [];
 }));
 
 test('a migration elsewhere (a rolling deploy) never leaves a prepared statement failing', { skip }, () => withOneConnectionStore(async (store, other, schema) => {
-const run = async <R>(text: string, values: unknown[]) => (await store.db.executeQuery<R>(CompiledQuery.raw(text, values))).rows;
+  const run = async <R>(text: string, values: unknown[]) => (await store.db.executeQuery<R>(CompiledQuery.raw(text, values))).rows;
   await other.query(`create table ${schema}.evolving (k text primary key)`);
   await other.query(`insert into ${schema}.evolving values ('a')`);
   // All of a table's columns: never prepared, so a column added later simply appears.
