@@ -1,5 +1,5 @@
 import { openSync, readSync } from 'node:fs';
-import { DatabaseSync, type StatementSync } from 'node:sqlite';
+import { DatabaseSync } from 'node:sqlite';
 import type { SqliteDatabase, SqliteStatement } from 'kysely';
 
 /** What a request reads on every call and rarely changes: API keys and who may use which agent. */
@@ -37,7 +37,7 @@ export function openNodeSqlite(path: string): NodeSqliteDatabase {
   // quarters of the writes of a busy server were to that file. Kept in memory instead (a
   // batch's worth of pages).
   db.exec('PRAGMA temp_store = MEMORY');
-  interface Entry { stmt: StatementSync; reader: boolean; readOnly: boolean; writesAccounts: boolean }
+  interface Entry { readOnly: boolean; writesAccounts: boolean; statement: SqliteStatement }
   const cache = new Map<string, Entry>();
 
   const dataVersion = db.prepare('PRAGMA data_version');
@@ -46,6 +46,8 @@ export function openNodeSqlite(path: string): NodeSqliteDatabase {
   let accountWriteInTransaction = false;
   const logIndex = path === ':memory:' ? null : new LogIndexHeader(`${path}-shm`);
 
+  // Each distinct statement once: prepared, classified, and wrapped as Kysely calls it (the
+  // wrapper too is made once, not on every run).
   function prepared(sql: string): Entry {
     let entry = cache.get(sql);
     if (!entry) {
@@ -53,16 +55,28 @@ export function openNodeSqlite(path: string): NodeSqliteDatabase {
       // while another process (the CLI) writes.
       const stmt = db.prepare(sql === 'begin' ? 'begin immediate' : sql);
       const readOnly = READ_ONLY.test(sql);
-      entry = {
-        stmt,
-        reader: stmt.columns().length > 0,
+      const created: Entry = {
         readOnly,
         // Any statement that may write (`with … insert`, `insert … returning` included) and names
         // an account table; a false alarm only costs a cache refill.
         writesAccounts: !readOnly && ACCOUNT_TABLES.test(sql) && !WRITES_NOTHING_CACHED.test(sql),
+        statement: {
+          reader: stmt.columns().length > 0,
+          all: (params) => {
+            const rows = stmt.all(...bindable(params));
+            afterStatement(created); // `insert … returning` comes through here
+            return rows;
+          },
+          run: (params) => {
+            const result = stmt.run(...bindable(params));
+            afterStatement(created);
+            return { changes: result.changes, lastInsertRowid: result.lastInsertRowid };
+          },
+          iterate: (params) => stmt.iterate(...bindable(params)) as IterableIterator<unknown>,
+        },
       };
       if (cache.size > 1000) cache.clear();
-      cache.set(sql, entry);
+      cache.set(sql, (entry = created));
     }
     return entry;
   }
@@ -85,24 +99,7 @@ export function openNodeSqlite(path: string): NodeSqliteDatabase {
       if (header && !db.isTransaction) header.copy(logIndex!.confirmed);
       return generation;
     },
-    prepare(sql: string): SqliteStatement {
-      const entry = prepared(sql);
-      const { stmt, reader } = entry;
-      return {
-        reader,
-        all: (params) => {
-          const rows = stmt.all(...bindable(params));
-          afterStatement(entry); // `insert … returning` comes through here
-          return rows;
-        },
-        run: (params) => {
-          const result = stmt.run(...bindable(params));
-          afterStatement(entry);
-          return { changes: result.changes, lastInsertRowid: result.lastInsertRowid };
-        },
-        iterate: (params) => stmt.iterate(...bindable(params)) as IterableIterator<unknown>,
-      };
-    },
+    prepare: (sql: string): SqliteStatement => prepared(sql).statement,
   };
 
   // A write to the account tables moves the generation at once (so no copy read before it is

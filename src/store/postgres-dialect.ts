@@ -6,8 +6,9 @@ import pg from 'pg';
 
 /** How agent-channel talks to PostgreSQL, beyond Kysely's own dialect: fewer parses, fewer round trips. */
 
-// Statement texts given a name so far (shared by every connection: a name always means one text).
-const statementNames = new Map<string, string>();
+// Statement texts seen so far, with their name (shared by every connection: a name always means
+// one text), or null for a text that runs unnamed (so it is judged once, not on every call).
+const statementNames = new Map<string, string | null>();
 const MAX_NAMED_STATEMENTS = 2000;
 // A result whose columns are "all of the table's" changes shape when a migration (of another
 // instance, during a rolling deploy) adds a column, and PostgreSQL then refuses a prepared
@@ -21,7 +22,7 @@ const STALE_STATEMENT = new Set(['0A000', '26000']);
  * A pg client that prepares each distinct parameterised statement once per connection and
  * reuses it: PostgreSQL then parses and plans it once instead of on every call, which was about
  * half its CPU per request. Kysely sends the same text for the same query shape, so the set of
- * texts is small; past MAX_NAMED_STATEMENTS (a query built with a growing `in (…)` list, say)
+ * texts is small; past MAX_NAMED_STATEMENTS texts seen (a query built with a growing `in (…)` list, say)
  * new texts run unnamed, as pg does by default. A statement PostgreSQL stops accepting fails
  * once and is prepared afresh, under a new name, on its next call. Statements without
  * parameters (begin, commit) stay on the simple protocol, where several statements in one text
@@ -52,11 +53,11 @@ export class NamedStatementClient extends pg.Client {
 
 function statementName(text: string): string | undefined {
   let name = statementNames.get(text);
-  if (name === undefined && statementNames.size < MAX_NAMED_STATEMENTS && !SHAPE_FOLLOWS_TABLE.test(text)) {
-    name = `ac${statementNames.size}`;
+  if (name === undefined && statementNames.size < MAX_NAMED_STATEMENTS) {
+    name = SHAPE_FOLLOWS_TABLE.test(text) ? null : `ac${statementNames.size}`;
     statementNames.set(text, name);
   }
-  return name;
+  return name ?? undefined;
 }
 
 // NOTIFY statements staged in a transaction, by the connection it runs on, until it ends.

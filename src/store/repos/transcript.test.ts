@@ -48,8 +48,11 @@ test('a clock ahead of the present (a wall clock set back) still gives each turn
 
 test('a session that never had a turn starts its clock at the present', async () => {
   const sessionId = await sessionWithClock(null);
+  const before = nowMicros();
   const turn = await append(sessionId, 'first');
   assert.ok(turn);
+  const at = parseTs(turn.ts)!;
+  assert.ok(at >= before && at <= nowMicros(), `${turn.ts} is the time of the append`);
   assert.equal(await storedClock(sessionId), turn.ts);
 });
 
