@@ -26,7 +26,7 @@ export class Housekeeping {
     this.timer = null;
   }
 
-  async runOnce(now = Date.now()): Promise<{ idempotencyKeys: number; recentMessages: number; rateLimitRows: number }> {
+  async runOnce(now = Date.now()): Promise<{ idempotencyKeys: number; recentMessages: number; rateLimitRows: number } & Awaited<ReturnType<MissionsService['sweep']>>> {
     const { db } = this.deps.store;
     const keys = await db.deleteFrom('idempotency_keys')
       .where('created_at', '<', new Date(now - this.deps.idempotencyTtlMs).toISOString()).executeTakeFirst();
@@ -34,7 +34,7 @@ export class Housekeeping {
       .where('created_at', '<', new Date(now - Math.max(this.deps.duplicateWindowMs, 1000)).toISOString()).executeTakeFirst();
     // The rate-limit log judges by the database's clock, so `now` does not apply to it.
     const rateLimitRows = this.deps.store.pgPool ? await sweepIdleRateLimits(this.deps.store.pgPool) : 0;
-    await this.deps.missions.sweep();
-    return { idempotencyKeys: Number(keys.numDeletedRows), recentMessages: Number(recent.numDeletedRows), rateLimitRows };
+    const missions = await this.deps.missions.sweep();
+    return { idempotencyKeys: Number(keys.numDeletedRows), recentMessages: Number(recent.numDeletedRows), rateLimitRows, ...missions };
   }
 }

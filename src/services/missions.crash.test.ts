@@ -104,7 +104,8 @@ test('the orphan sweep fails an action left executing after its job finished, an
       .where('session_id', '=', stranded.sessionId).where('kind', '=', 'continuation').execute();
     await db.updateTable('actions').set({ status: 'executing' }).where('id', 'in', [stranded.operationId, inFlight.operationId]).execute();
 
-    await app.runtime.services.missions.sweep();
+    const swept = await app.runtime.services.housekeeping.runOnce();
+    assert.equal(swept.actionsFailed, 1);
     assert.deepEqual(await actionState(app, stranded.operationId), { action: 'failed', mission: 'stopped' });
     assert.deepEqual(await actionState(app, inFlight.operationId), { action: 'executing', mission: 'active' });
   });
@@ -128,7 +129,8 @@ test('the sweep settles a mission left active after its continuation ended witho
     await db.updateTable('jobs').set({ status: 'failed', finished_at: new Date().toISOString() })
       .where('session_id', 'in', [rejected.sessionId, asked.sessionId]).where('kind', '=', 'continuation').execute();
 
-    await app.runtime.services.missions.sweep();
+    const swept = await app.runtime.services.housekeeping.runOnce();
+    assert.equal(swept.missionsSettled, 2);
     assert.equal(await missionOf(rejected.sessionId), 'stopped');
     assert.equal(await missionOf(asked.sessionId), 'stopped');
     assert.equal(await missionOf(waiting.sessionId), 'waiting', 'a mission waiting on a person is left alone');

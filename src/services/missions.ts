@@ -277,13 +277,20 @@ export class MissionsService {
 
   /**
    * The periodic sweep (the housekeeping's): every orphaned mission closed, then actions and
-   * missions nothing will ever finish settled. Returns how many orphans it closed.
+   * missions nothing will ever finish settled. Says how many of each.
    */
-  async sweep(): Promise<number> {
-    const closed = await this.closeOrphanedMissions();
-    await this.failStrandedActions();
-    await this.settleStrandedMissions();
-    return closed;
+  async sweep(): Promise<{ orphansClosed: number; actionsFailed: number; missionsSettled: number }> {
+    const orphansClosed = await this.closeOrphanedMissions();
+    // Rows before jobs: an action is approved, and a mission made active, in the transaction that
+    // enqueues its continuation, so a continuation not open now never will be again.
+    const inFlight = await this.db.selectFrom('actions').select(['id', 'mission_id'])
+      .where('status', 'in', ['approved', 'executing']).execute();
+    const active = await this.db.selectFrom('missions').select('id').where('status', '=', 'active').execute();
+    if (inFlight.length === 0 && active.length === 0) return { orphansClosed, actionsFailed: 0, missionsSettled: 0 };
+    const open = await openContinuationTargets(this.db);
+    const actionsFailed = await this.failStrandedActions(inFlight.filter((action) => !open.operations.has(action.id)));
+    const missionsSettled = await this.settleStrandedMissions(active.filter((mission) => !open.missions.has(mission.id)));
+    return { orphansClosed, actionsFailed, missionsSettled };
   }
 
   /**
@@ -332,16 +339,9 @@ export class MissionsService {
    * resort) leaves one approved or executing with its job finished: nothing would ever finish it,
    * so it is marked failed and its mission settled. Returns how many.
    */
-  private async failStrandedActions(): Promise<number> {
-    // Actions before jobs: an action is approved in the transaction that enqueues its
-    // continuation, so a continuation not open now never will be again.
-    const inFlight = await this.db.selectFrom('actions').select(['id', 'mission_id'])
-      .where('status', 'in', ['approved', 'executing']).execute();
-    if (inFlight.length === 0) return 0;
-    const open = await openContinuationTargets(this.db);
+  private async failStrandedActions(stranded: Array<{ id: string; mission_id: string }>): Promise<number> {
     let failed = 0;
-    for (const action of inFlight) {
-      if (open.operations.has(action.id)) continue;
+    for (const action of stranded) {
       failed += await this.db.transaction().execute(async (trx) => {
         const updated = await trx.updateTable('actions').set({ status: 'failed' })
           .where('id', '=', action.id).where('status', 'in', ['approved', 'executing']).executeTakeFirst();
@@ -359,21 +359,12 @@ export class MissionsService {
    * failure (the engine's last resort) leaves one 'active' with none: it is settled here as
    * stopped (or waiting, if something in it is still open). Returns how many.
    */
-  private async settleStrandedMissions(): Promise<number> {
-    // Missions before jobs, as above: a continuation not open now will not be again.
-    const active = await this.db.selectFrom('missions').select('id').where('status', '=', 'active').execute();
-    if (active.length === 0) return 0;
-    const open = await openContinuationTargets(this.db);
+  private async settleStrandedMissions(stranded: Array<{ id: string }>): Promise<number> {
     let settled = 0;
-    for (const { id } of active) {
-      if (open.missions.has(id)) continue;
-      settled += await this.db.transaction().execute(async (trx) => {
-        // Under the mission's lock: still active? (Its last continuation may have settled it since.)
-        const mission = await trx.selectFrom('missions').select('status').where('id', '=', id)
-          .$if(this.deps.store.dialect === 'postgres', (q) => q.forUpdate()).executeTakeFirst();
-        if (mission?.status !== 'active') return 0;
-        return (await settleMission(trx, this.deps.store.dialect, id, 'stopped', null)) === 'active' ? 0 : 1;
-      });
+    for (const { id } of stranded) {
+      // Only if still active: its last continuation (or a stranded action above) may have settled it since.
+      const status = await this.db.transaction().execute((trx) => settleMission(trx, this.deps.store.dialect, id, 'stopped', null, 'active'));
+      if (status !== null && status !== 'active' && status !== 'closed') settled++;
     }
     return settled;
   }
@@ -401,15 +392,18 @@ async function openContinuations(db: Kysely<DB>, sessionId: string | null, excep
  * done, or stopped) only when nothing in it is still open, that is no pending action, no open
  * question and no other continuation queued or running (`exceptJobId` is the one finishing now).
  * Otherwise it is active (a continuation will run) or waiting (on a person). A closed mission
- * never changes. Returns the mission's status, or null when there is no such mission.
+ * never changes. With `onlyIf`, a mission in any other status is left as it is. Returns the
+ * mission's status, or null when there is no such mission or it was left.
  */
 export async function settleMission(
   trx: Transaction<DB>, dialect: Dialect, missionId: string, ending: 'done' | 'stopped', exceptJobId: number | null,
+  onlyIf?: MissionStatus,
 ): Promise<MissionStatus | null> {
   const mission = await trx.selectFrom('missions').select(['status', 'session_id']).where('id', '=', missionId)
     .$if(dialect === 'postgres', (q) => q.forUpdate()).executeTakeFirst();
   if (!mission) return null;
   if (mission.status === 'closed') return 'closed';
+  if (onlyIf !== undefined && mission.status !== onlyIf) return null;
   let status: MissionStatus = ending;
   const continuations = await openContinuations(trx, mission.session_id, exceptJobId);
   if (continuations.some((p) => p.kind !== 'message' && p.missionId === missionId)) {
