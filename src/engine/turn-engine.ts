@@ -467,7 +467,9 @@ export const isFinished = (job: Pick<Job, 'status'>): boolean => job.status === 
 
 /** Events staged and callbacks registered by one unit of work, settled with its transaction. */
 class UnitHooks implements TxHooks {
-  private readonly events: BusEvent[] = [];
+  // Keyed by content: a unit that stages the same event twice (a decision enqueuing one agent's
+  // continuations, say) delivers it once; wake-ups say nothing more the second time.
+  private readonly events = new Map<string, BusEvent>();
   private readonly commitFns: Array<() => void> = [];
   private readonly rollbackFns: Array<() => void> = [];
   private readonly bus: Bus;
@@ -479,7 +481,9 @@ class UnitHooks implements TxHooks {
   /** Records the event for delivery after commit, and lets the bus stage it in `trx` (NOTIFY). */
   stageIn(trx: Transaction<DB>): Stage {
     return async (event) => {
-      this.events.push(event);
+      const key = JSON.stringify(event);
+      if (this.events.has(key)) return;
+      this.events.set(key, event);
       await this.bus.stage(trx, event);
     };
   }
@@ -495,7 +499,7 @@ class UnitHooks implements TxHooks {
   /** Callbacks first: they may hand results to local waiters before bus events wake them bare. */
   committed(): void {
     for (const fn of this.commitFns) fn();
-    for (const event of this.events) this.bus.committed(event);
+    for (const event of this.events.values()) this.bus.committed(event);
   }
 
   rolledBack(): void {

@@ -155,3 +155,21 @@ test('work whose runner died is announced when its lease is swept, so a runner o
     for (const bus of buses) await bus.close();
   }
 });
+
+test('an event a transaction stages twice is delivered once', async () => {
+  const bus = new InProcessBus();
+  const engine = new TurnEngine({ store, bus, instanceId: 'events-once', perAgent: 1, concurrency: 1, leaseMs: 15_000, pollMs: 600_000 });
+  const heard: unknown[] = [];
+  const stopListening = bus.on((event) => heard.push(event));
+  try {
+    await engine.transact(async (_trx, stage) => {
+      await stage({ type: 'job_enqueued', agentId: 'agt_a' });
+      await stage({ type: 'job_enqueued', agentId: 'agt_a' });
+      await stage({ type: 'job_enqueued', agentId: 'agt_b' });
+    });
+    assert.deepEqual(heard, [{ type: 'job_enqueued', agentId: 'agt_a' }, { type: 'job_enqueued', agentId: 'agt_b' }]);
+  } finally {
+    stopListening();
+    await bus.close();
+  }
+});
