@@ -102,6 +102,22 @@ export interface FieldErrors {
   [field: string]: string | undefined;
 }
 
+/** A rule of the service's (a zod schema) as far as a form needs it: what it refuses, and why. */
+interface FieldRule {
+  safeParse(value: unknown): { error?: { issues: readonly { code: string }[] } | undefined };
+}
+
+/**
+ * What `rule` refuses in `value`, said as one of the sentences given: `tooShort` or `tooLong`
+ * for its first issue's code, `invalid` (default `tooShort`) for anything else. undefined when
+ * the rule accepts the value. This lets a form say the service's own rules before asking it.
+ */
+export function ruleError(rule: FieldRule, value: unknown, say: { tooShort: string; tooLong: string; invalid?: string }): string | undefined {
+  const issue = rule.safeParse(value).error?.issues[0];
+  if (!issue) return undefined;
+  return issue.code === 'too_small' ? say.tooShort : issue.code === 'too_big' ? say.tooLong : say.invalid ?? say.tooShort;
+}
+
 /** A labelled input with its error message tied to it (aria-describedby). */
 export function field(options: {
   name: string; label: string; type?: string; value?: string | undefined; required?: boolean; hint?: HtmlValue;

@@ -5,7 +5,7 @@ import {
   cookieOptions, formValue, PRE_COOKIE, render, safeNext, SESSION_COOKIE, type WebContext,
 } from '../context.ts';
 import { html, type SafeHtml } from '../html.ts';
-import { csrfField, field, notice, type FieldErrors } from '../layout.ts';
+import { csrfField, field, notice, ruleError, type FieldErrors } from '../layout.ts';
 import { inboxCounts } from './inbox.ts';
 
 /** Sign up, log in, log out, and the start page. */
@@ -55,8 +55,7 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
     // The service checks the email before the password; say everything that is wrong at once.
     const errors: FieldErrors = {};
     if (!EmailSchema.safeParse(email).success) errors.email = EMAIL_ERROR;
-    const passwordIssue = PasswordSchema.safeParse(password).error?.issues[0];
-    if (passwordIssue) errors.password = passwordIssue.code === 'too_small' ? PASSWORD_SHORT : PASSWORD_LONG;
+    errors.password = ruleError(PasswordSchema, password, { tooShort: PASSWORD_SHORT, tooLong: PASSWORD_LONG });
     if (errors.email || errors.password) {
       return render(request, reply, { title: 'Sign up', narrow: true, status: 422, body: signupForm(request.csrfToken, errors, email) });
     }

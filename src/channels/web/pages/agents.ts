@@ -4,7 +4,7 @@ import { CreateAgentSchema } from '../../../services/agents.ts';
 import type { WebSession } from '../../../services/web-sessions.ts';
 import { authed, formValue, render, type WebContext } from '../context.ts';
 import { html, type SafeHtml } from '../html.ts';
-import { csrfField, field, notice } from '../layout.ts';
+import { csrfField, field, notice, ruleError } from '../layout.ts';
 
 const NAME_RULE = CreateAgentSchema.shape.agent_name;
 
@@ -30,8 +30,7 @@ export function agentsRoutes(app: FastifyInstance, ctx: WebContext): void {
     const name = formValue(request.body, 'agent_name');
     const workspaceId = formValue(request.body, 'workspace_id');
     // The service's own rules, said as sentences before it is asked.
-    const nameIssue = NAME_RULE.safeParse(name).error?.issues[0];
-    const nameProblem = !nameIssue ? undefined : nameIssue.code === 'too_big' ? `Name must be at most ${NAME_RULE.maxLength} characters.` : 'Name is required.';
+    const nameProblem = ruleError(NAME_RULE, name, { tooShort: 'Name is required.', tooLong: `Name must be at most ${NAME_RULE.maxLength} characters.` });
     if (nameProblem) return agentsPage(ctx, request, reply, session, { message: null, name, nameError: nameProblem, status: 422 });
     try {
       const agent = await ctx.services.agents.create(session.userId, {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
+import { API, startTestApp, withTestApp, type TestApp } from '../../../testing/harness.ts';
 import { setCookieLines, WebClient } from '../web-client.test-helper.ts';
 
 let t: TestApp;
@@ -113,17 +113,13 @@ test('another instance of the deployment shows the new secret once; a tampered c
   const flash = web.cookies.get('ac_new_key')!;
   // The redirect may land on another instance over the same database (or this one after a
   // restart): the sealing key is the deployment's, so the secret is shown there, once.
-  const other = await startTestApp({}, { database: t.database });
-  try {
+  await withTestApp(async (other) => {
     const res = await other.inject({ method: 'GET', url: '/account/keys', headers: { accept: 'text/html', cookie: web.cookieHeader() } });
     assert.equal(res.statusCode, 200);
     assert.match(res.body, /id="new-key"/);
     assert.match(res.body, /ak_[A-Za-z0-9]+_[A-Za-z0-9]+/);
     assert.ok(setCookieLines(res).some((l) => /^ac_new_key=;/.test(l)), 'and the cookie is cleared');
-  } finally {
-    await other.app.close();
-    await other.runtime.close();
-  }
+  }, {}, { database: t.database });
   // A cookie that was tampered with (or sealed elsewhere) shows no secret, only that it is gone.
   web.cookies.set('ac_new_key', `${flash.slice(0, -4)}AAAA`);
   const tampered = await web.get('/account/keys');

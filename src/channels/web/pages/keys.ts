@@ -1,24 +1,35 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { parseBearer } from '../../../domain/api-key.ts';
-import { Problem, type FieldError } from '../../../domain/problems.ts';
+import { Problem } from '../../../domain/problems.ts';
 import type { WebSession } from '../../../services/web-sessions.ts';
 import { createKeyInputSchema, type KeyView } from '../../../services/keys.ts';
 import { authed, errorPage, FLASH_KEY_COOKIE, formValue, render, type WebContext } from '../context.ts';
 import { setFlash, takeFlash, type Flash } from '../flash.ts';
 import { html, type SafeHtml } from '../html.ts';
-import { badge, csrfField, field, notice, time, type FieldErrors } from '../layout.ts';
+import { badge, csrfField, field, notice, ruleError, time, type FieldErrors } from '../layout.ts';
 
 const KEYS_PATH = '/account/keys';
 // The new key travels from the create form to the page that shows it in a session cookie
 // (HttpOnly, never written to disk by the browser) that this page clears as it reads it: shown
 // once, gone on reload. The cookie holds `<key id>.<sealed secret>`: the secret is sealed with
-// the deployment's sealing key (see ../flash.ts), bound to the user, and good for two minutes.
-// The server keeps only the secret's SHA-256 digest, as for every key.
+// the deployment's sealing key (see ../flash.ts), bound to the user, and good for two minutes
+// (ttlMs; the page says so in words made from it). The server keeps only the secret's SHA-256
+// digest, as for every key.
 const NEW_KEY_FLASH: Flash = { cookie: FLASH_KEY_COOKIE, path: KEYS_PATH, purpose: 'new-key', ttlMs: 120_000 };
-const FIELD_NAMES: Record<string, string> = { label: 'Label', rate_limit: 'Rate limit', expires_in_days: 'Expiry' };
+/** How long the new key's secret can be shown, for people ("two minutes"). */
+const NEW_KEY_LIFETIME = minutesInWords(NEW_KEY_FLASH.ttlMs);
 
 /** The service's rules for a new key (createKeyInputSchema), field by field. */
 type KeyRules = ReturnType<typeof createKeyInputSchema>['shape'];
+
+/** The numbers in those rules that the form shows (its hints, its inputs' limits). */
+function keyLimits(rules: KeyRules) {
+  const rate = rules.rate_limit.unwrap();
+  const days = rules.expires_in_days.unwrap();
+  return { labelMax: rules.label.maxLength, rateMin: rate.minValue, daysMin: days.minValue, daysMax: days.maxValue };
+}
+
+type KeyLimits = ReturnType<typeof keyLimits>;
 
 interface KeyForm {
   label: string;
@@ -31,6 +42,7 @@ const EMPTY_FORM: KeyForm = { label: '', rate_limit: '', expires_in_days: '' };
 /** The account page and its API Keys tab: create, list, revoke (with a confirmation step). */
 export function keysRoutes(app: FastifyInstance, ctx: WebContext): void {
   const rules = createKeyInputSchema(ctx.config.maxRateLimitPerMinute).shape;
+  const limits = keyLimits(rules);
   app.get('/account', authed(async (request, reply, session) => {
     const workspaces = await ctx.sessions.workspacesOf(session.userId);
     return render(request, reply, {
@@ -50,7 +62,7 @@ export function keysRoutes(app: FastifyInstance, ctx: WebContext): void {
   app.get(KEYS_PATH, authed<{ Querystring: { revoked?: string } }>(async (request, reply, session) => {
     const flash = takeFlash(ctx.sealer, request, reply, NEW_KEY_FLASH, session.userId);
     const newKey = flash ? { keyId: flash.clear, token: flash.value } : null;
-    return keysPage(ctx, rules, request, reply, session, { newKey, form: EMPTY_FORM, errors: {}, revoked: request.query.revoked });
+    return keysPage(ctx, limits, request, reply, session, { newKey, form: EMPTY_FORM, errors: {}, revoked: request.query.revoked });
   }));
 
   app.post(KEYS_PATH, authed(async (request, reply, session) => {
@@ -62,22 +74,20 @@ export function keysRoutes(app: FastifyInstance, ctx: WebContext): void {
     const errors: FieldErrors = {};
     const { config } = ctx;
     // The service's own rules, said as sentences before it is asked.
-    const labelIssue = rules.label.safeParse(form.label).error?.issues[0];
-    if (labelIssue) {
-      errors.label = labelIssue.code === 'too_small' ? 'Label is required, so that you can tell your keys apart.'
-        : labelIssue.code === 'too_big' ? `Label must be at most ${rules.label.maxLength} characters.`
-        : 'Label is not valid: check it and try again.';
-    }
+    errors.label = ruleError(rules.label, form.label, {
+      tooShort: 'Label is required, so that you can tell your keys apart.',
+      tooLong: `Label must be at most ${limits.labelMax} characters.`,
+      invalid: 'Label is not valid: check it and try again.',
+    });
     const rateLimit = wholeNumber(form.rate_limit, rules.rate_limit);
     if (rateLimit === null) {
-      errors.rate_limit = `Rate limit must be a whole number of requests per minute from ${rules.rate_limit.unwrap().minValue} to ${config.maxRateLimitPerMinute}, or empty for the default (${config.defaultRateLimitPerMinute}).`;
+      errors.rate_limit = `Rate limit must be a whole number of requests per minute from ${limits.rateMin} to ${config.maxRateLimitPerMinute}, or empty for the default (${config.defaultRateLimitPerMinute}).`;
     }
     const expires = wholeNumber(form.expires_in_days, rules.expires_in_days);
     if (expires === null) {
-      const days = rules.expires_in_days.unwrap();
-      errors.expires_in_days = `Expiry must be a whole number of days from ${days.minValue} to ${days.maxValue}, or empty for a key that never expires.`;
+      errors.expires_in_days = `Expiry must be a whole number of days from ${limits.daysMin} to ${limits.daysMax}, or empty for a key that never expires.`;
     }
-    if (Object.keys(errors).length === 0) {
+    if (!errors.label && !errors.rate_limit && !errors.expires_in_days) {
       try {
         const { key, token } = await ctx.services.keys.create(session.userId, {
           label: form.label,
@@ -88,15 +98,12 @@ export function keysRoutes(app: FastifyInstance, ctx: WebContext): void {
         return reply.redirect(KEYS_PATH, 303);
       } catch (error) {
         if (!(error instanceof Problem) || error.code !== 'validation_failed') throw error;
-        // Each field was checked above with the service's rules; whatever else it refuses, still a sentence.
-        for (const e of (error.extra.errors as FieldError[] | undefined) ?? []) {
-          const name = FIELD_NAMES[e.path];
-          if (name) errors[e.path] ??= `${name} is not valid: check it and try again.`;
-          else errors.form ??= 'The key could not be created. Check the form and try again.';
-        }
+        // Each field was checked above with the same rules and limit as the service's: should it
+        // refuse the key all the same, one sentence for the form.
+        errors.form = 'The key could not be created. Check the form and try again.';
       }
     }
-    return keysPage(ctx, rules, request, reply, session, { newKey: null, form, errors, status: 422 });
+    return keysPage(ctx, limits, request, reply, session, { newKey: null, form, errors, status: 422 });
   }));
 
   app.get(`${KEYS_PATH}/:keyId/revoke`, authed<{ Params: { keyId: string } }>(async (request, reply, session) => {
@@ -133,6 +140,13 @@ function wholeNumber(raw: string, rule: KeyRules['rate_limit' | 'expires_in_days
   return rule.safeParse(value).success ? value : null;
 }
 
+/** "two minutes": a lifetime in whole minutes (rounded up), in words up to ten. */
+function minutesInWords(ms: number): string {
+  const minutes = Math.ceil(ms / 60_000);
+  const word = ['one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten'][minutes - 1] ?? String(minutes);
+  return `${word} minute${minutes === 1 ? '' : 's'}`;
+}
+
 function accountHeader(tab: 'profile' | 'keys'): SafeHtml {
   return html`<h1>Account</h1>
     <nav class="tabs" aria-label="Account sections">
@@ -142,7 +156,7 @@ function accountHeader(tab: 'profile' | 'keys'): SafeHtml {
 }
 
 /** `newKey`: what the create form handed over (the key id, and the secret when it opened). */
-async function keysPage(ctx: WebContext, rules: KeyRules, request: FastifyRequest, reply: FastifyReply, session: WebSession, state: {
+async function keysPage(ctx: WebContext, limits: KeyLimits, request: FastifyRequest, reply: FastifyReply, session: WebSession, state: {
   newKey: { keyId: string; token: unknown } | null; form: KeyForm; errors: FieldErrors; status?: number; revoked?: string | undefined;
 }) {
   const keys = await ctx.services.keys.list(session.userId);
@@ -154,15 +168,13 @@ async function keysPage(ctx: WebContext, rules: KeyRules, request: FastifyReques
   if (key && typeof token === 'string' && parseBearer(`Bearer ${token}`)?.keyId === key.key_id) created = { token, key };
   // Ran out, or tampered with: say so rather than nothing.
   else if (key && key.status !== 'revoked' && Date.now() - Date.parse(key.created_at) < 15 * 60_000) lost = key;
-  const labelMax = rules.label.maxLength;
-  const rateMin = rules.rate_limit.unwrap().minValue;
-  const days = rules.expires_in_days.unwrap();
+  const { labelMax, rateMin, daysMin, daysMax } = limits;
   const { config } = ctx;
   return render(request, reply, {
     title: 'API keys', nav: 'keys', status: state.status ?? 200,
     body: html`${accountHeader('keys')}
       ${revoked ? notice('ok', html`Key “${revoked.label}” (<code>${revoked.key_id}</code>) is revoked.`) : ''}
-      ${lost ? notice('warn', html`Key “${lost.label}” (<code>${lost.key_id}</code>) was created, but its secret can no longer be shown: it is shown only once, within two minutes. If you did not copy it, revoke this key and create another.`) : ''}
+      ${lost ? notice('warn', html`Key “${lost.label}” (<code>${lost.key_id}</code>) was created, but its secret can no longer be shown: it is shown only once, within ${NEW_KEY_LIFETIME}. If you did not copy it, revoke this key and create another.`) : ''}
       ${state.errors.form ? notice('error', state.errors.form) : ''}
       ${created ? html`<section class="card secret" aria-labelledby="secret-h">
           <h2 id="secret-h">Your new key “${created.key.label}”</h2>
@@ -183,7 +195,7 @@ async function keysPage(ctx: WebContext, rules: KeyRules, request: FastifyReques
             hint: `Default ${config.defaultRateLimitPerMinute}; at most ${config.maxRateLimitPerMinute}.`,
             attrs: html`min="${rateMin}" max="${config.maxRateLimitPerMinute}" inputmode="numeric" placeholder="${config.defaultRateLimitPerMinute}"` })}
           ${field({ name: 'expires_in_days', label: 'Expires after (days)', type: 'number', value: state.form.expires_in_days, error: state.errors.expires_in_days,
-            hint: `Default: never expires. At most ${days.maxValue} days.`, attrs: html`min="${days.minValue}" max="${days.maxValue}" inputmode="numeric" placeholder="never"` })}
+            hint: `Default: never expires. At most ${daysMax} days.`, attrs: html`min="${daysMin}" max="${daysMax}" inputmode="numeric" placeholder="never"` })}
           <div class="form-actions"><button type="submit" class="btn">Create key</button></div>
         </form>
       </section>
