@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { ID_PREFIXES, looksLikeId, type IdKind } from '../../domain/ids.ts';
 import { API, startTestApp, type TestApp } from '../../testing/harness.ts';
 
 /** Every route of the contract (§1–§6), its success status and the problems it can answer. */
@@ -56,4 +57,71 @@ test('query parameters are documented as what they mean (limit: an integer from 
   const limit = read.parameters.find((p: any) => p.in === 'query' && p.name === 'limit');
   assert.deepEqual({ type: limit.schema.type, minimum: limit.schema.minimum, maximum: limit.schema.maximum }, { type: 'integer', minimum: 1, maximum: 200 });
   assert.equal(limit.schema.pattern, undefined);
+});
+
+/** What kind of id a property (or parameter) named `<name>` holds, by the contract's names. */
+const ID_KIND_OF: Record<string, IdKind> = {
+  agent_id: 'agent', workspace_id: 'workspace', session_id: 'session', operation_id: 'action',
+  request_id: 'question', mission_id: 'mission', user_id: 'user',
+};
+
+/** Every example given for a property or parameter whose name ends in `_id`, anywhere in `node`. */
+function idExamples(node: unknown, where = '', found: { where: string; name: string; value: unknown }[] = []) {
+  if (Array.isArray(node)) {
+    node.forEach((item, i) => idExamples(item, `${where}[${i}]`, found));
+  } else if (node && typeof node === 'object') {
+    const examplesOf = (schema: any) => [
+      ...(schema && typeof schema === 'object' && 'example' in schema ? [schema.example] : []),
+      ...(Array.isArray(schema?.examples) ? schema.examples : []),
+    ];
+    const record = node as Record<string, any>;
+    if (record.properties && typeof record.properties === 'object') {
+      for (const [name, schema] of Object.entries(record.properties)) {
+        if (name.endsWith('_id')) for (const value of examplesOf(schema)) found.push({ where: `${where}.properties.${name}`, name, value });
+      }
+    }
+    if (typeof record.in === 'string' && typeof record.name === 'string' && record.name.endsWith('_id')) {
+      for (const value of [...examplesOf(record), ...examplesOf(record.schema)]) found.push({ where, name: record.name, value });
+    }
+    for (const [key, value] of Object.entries(record)) idExamples(value, `${where}.${key}`, found);
+  }
+  return found;
+}
+
+/** Why an example id is not one newId could have made for its property's kind, or null. */
+function badExampleId(name: string, value: unknown): string | null {
+  const kind = ID_KIND_OF[name];
+  if (!kind) return `no id kind known for ${name}: add it to ID_KIND_OF`;
+  if (typeof value !== 'string') return `${JSON.stringify(value)} is not a string`;
+  if (!looksLikeId(kind, value)) return `${value} does not look like a ${kind} id`;
+  // newId's shape: the kind's prefix, 8 base62 characters of time and 22 random ones.
+  if (!new RegExp(`^${ID_PREFIXES[kind]}[0-9A-Za-z]{30}$`).test(value)) return `${value} is not ${ID_PREFIXES[kind]} + 30 base62 characters`;
+  return null;
+}
+
+test('every example id in the document is an id of its kind, in the format newId makes', () => {
+  const examples = idExamples(doc);
+  const names = new Set(examples.map((e) => e.name));
+  for (const name of ['agent_id', 'workspace_id', 'operation_id', 'request_id']) assert.ok(names.has(name), `an example ${name} is checked`);
+  for (const { where, name, value } of examples) assert.equal(badExampleId(name, value), null, where);
+});
+
+test('the example id check refuses malformed ids', () => {
+  const good = 'op_0VboFtAFBFGWZQD0TrNfT45Uwgwj7W';
+  assert.equal(badExampleId('operation_id', good), null);
+  for (const [name, value] of [
+    ['operation_id', 'op_0VboFtAF…'], // hand-shortened
+    ['operation_id', good.slice(0, -1)], // one character short
+    ['operation_id', `${good}X`], // one too many
+    ['request_id', good], // another kind's prefix
+    ['operation_id', 'op_0VboFtAFBFGWZQD0TrNfT45Uwgwj-W'], // not base62
+    ['operation_id', 42],
+    ['thing_id', good], // a kind nobody knows
+  ] as const) {
+    assert.notEqual(badExampleId(name, value), null, `${name}: ${String(value)}`);
+  }
+  const malformed = { components: { schemas: { X: { properties: { agent_id: { type: 'string', example: 'agt_123' } } } } } };
+  const found = idExamples(malformed);
+  assert.deepEqual(found.map((e) => e.value), ['agt_123']);
+  assert.notEqual(badExampleId(found[0]!.name, found[0]!.value), null);
 });

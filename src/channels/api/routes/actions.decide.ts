@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { DECISIONS, MAX_BULK_ENTRIES, REASON_MAX_LENGTH } from '../../../services/missions.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { BODY_PROBLEMS, COMMON_PROBLEMS } from '../schemas.ts';
+import { BODY_PROBLEMS, COMMON_PROBLEMS, EXAMPLE_IDS } from '../schemas.ts';
 
 /**
  * A bulk body (a JSON array of entries, or `{ <key>: [...] }`) as documented in /openapi.json.
@@ -16,7 +16,7 @@ export function bulkBody(key: string, entry: z.ZodType, description: string) {
 }
 
 export const DecisionEntryDoc = z.object({
-  operation_id: z.string().meta({ description: 'The action to settle (from GET /actions).', example: 'op_0VboFtAFBFGWZQD0TrNfT45Uwgwj7W' }),
+  operation_id: z.string().meta({ description: 'The action to settle (from GET /actions).', example: EXAMPLE_IDS.action }),
   decision: z.enum(DECISIONS).meta({
     description: '`approve`; `approve_same_type` (also every other pending action of the same kind for the same agent that you own); or `reject`.',
   }),

@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { COMMON_PROBLEMS, ProblemSchema } from '../schemas.ts';
+import { COMMON_PROBLEMS, EXAMPLE_IDS, ProblemSchema } from '../schemas.ts';
 
 export const ActionSchema = z.object({
-  operation_id: z.string().meta({ description: 'The action\'s id; also the idempotency key its tool runs with.', example: 'op_0VboFtAFBFGWZQD0TrNfT45Uwgwj7W' }),
+  operation_id: z.string().meta({ description: 'The action\'s id; also the idempotency key its tool runs with.', example: EXAMPLE_IDS.action }),
   kind: z.string().meta({ description: 'What kind of action (the tool that would run it).', example: 'email' }),
   summary: z.string().meta({ description: 'What the agent wants to do, in one line.', example: 'Send the report' }),
   details: z.record(z.string(), z.unknown()).meta({ description: 'Everything the tool would run with (an object).' }),

@@ -1,11 +1,11 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { BODY_PROBLEMS, COMMON_PROBLEMS } from '../schemas.ts';
+import { BODY_PROBLEMS, COMMON_PROBLEMS, EXAMPLE_IDS } from '../schemas.ts';
 import { bulkBody } from './actions.decide.ts';
 
 export const AnswerEntryDoc = z.object({
-  request_id: z.string().meta({ description: 'The question to answer (from GET /questions).', example: 'req_0VboFtAFsgk9ihiaLL9jttD7OTSj3X' }),
+  request_id: z.string().meta({ description: 'The question to answer (from GET /questions).', example: EXAMPLE_IDS.question }),
   text: z.string().meta({ description: 'Your answer. The agent judges whether it fits the question.', example: '12' }),
 });
 

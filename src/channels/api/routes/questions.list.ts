@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { COMMON_PROBLEMS } from '../schemas.ts';
+import { COMMON_PROBLEMS, EXAMPLE_IDS } from '../schemas.ts';
 
 export const QuestionSchema = z.object({
-  request_id: z.string().meta({ description: 'The question\'s id; answer it with POST /questions/answers.', example: 'req_0VboFtAFsgk9ihiaLL9jttD7OTSj3X' }),
+  request_id: z.string().meta({ description: 'The question\'s id; answer it with POST /questions/answers.', example: EXAMPLE_IDS.question }),
   text: z.string().meta({ description: 'The question.', example: 'How many copies?' }),
   session_id: z.string().meta({ description: 'The session whose transcript shows the outcome.' }),
   agent_id: z.string(),
