@@ -66,6 +66,9 @@ test('the CLI works against the database while the server runs, and the server s
   const otherAgentId = await cli('agents', 'create', '--email', 'other@example.test', '--name', 'Other agent');
   const otherKey = await cli('keys', 'create', '--email', 'other@example.test', '--label', 'other');
   const [otherAgent] = (await (await listAgents(otherKey)).json() as { agents: Array<{ workspace_id: string }> }).agents;
+  // Read (and so cached) again after the other user's commits: only the membership's own commit
+  // can make the next list differ.
+  assert.deepEqual((await (await listAgents(key)).json() as { agents: Array<{ agent_id: string }> }).agents.map((a) => a.agent_id), [agentId]);
   await cli('workspaces', 'add-member', '--workspace', otherAgent!.workspace_id, '--email', 'live@example.test', '--role', 'member');
   assert.deepEqual((await (await listAgents(key)).json() as { agents: Array<{ agent_id: string }> }).agents.map((a) => a.agent_id),
     [agentId, otherAgentId]);

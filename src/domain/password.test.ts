@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, scryptSync } from 'node:crypto';
 import { test } from 'node:test';
-import { hashPassword, SCRYPT_MAXMEM_CEILING, scryptMaxmem, verifyPassword } from './password.ts';
+import { hashPassword, scryptMaxmem, scryptParamsAllowed, verifyPassword } from './password.ts';
 
 test('the default hash is scrypt with N=2^17, r=8, p=1, as the stored string says', async () => {
   const stored = await hashPassword('correct horse battery');
@@ -54,11 +54,14 @@ test('a malformed or absurd stored hash does not verify (and does not throw)', a
 test('a stored hash asking for more memory than the highest cost setting is refused without hashing', async () => {
   const good = await hashPassword('pw', 10);
   const [, , , , salt, hash] = good.split('$');
-  // N=2^22, r=32, p=16: each within a bound of its own, together about 17 GiB.
-  assert.ok(scryptMaxmem(2 ** 22, 32, 16) > 16 * 1024 ** 3);
-  // N=2^20, r=8, p=2: just over what cost 20 (r=8, p=1) needs.
-  assert.ok(scryptMaxmem(2 ** 20, 8, 2) > SCRYPT_MAXMEM_CEILING);
-  assert.equal(scryptMaxmem(2 ** 20, 8, 1), SCRYPT_MAXMEM_CEILING);
+  // The highest cost setting (SCRYPT_COST_LOG2=20, r=8, p=1) is allowed, at the edge of the ceiling.
+  assert.equal(scryptParamsAllowed(20, 8, 1), true);
+  assert.equal(scryptParamsAllowed(10, 8, 1), true);
+  // N=2^22, r=32, p=16: each within a bound of its own, together about 17 GiB. N=2^20, r=8, p=2:
+  // just over what cost 20 needs.
+  for (const [costLog2, r, p] of [[22, 32, 16], [20, 8, 2], [21, 8, 1], [16, 1024, 1], [10, 8, 100_000_000], [17, 1, 1], [0, 8, 1], [10, 0, 1]]) {
+    assert.equal(scryptParamsAllowed(costLog2!, r!, p!), false, `${costLog2} ${r} ${p}`);
+  }
   // Hashing with these would take seconds to minutes, or fail to get the memory: refused first.
   for (const params of ['22$32$16', '20$8$2', '21$8$1', '16$1024$1', '10$8$100000000']) {
     assert.equal(await verifyPassword('pw', `scrypt$${params}$${salt}$${hash}`), false, params);

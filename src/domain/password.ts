@@ -18,7 +18,7 @@ export function scryptMaxmem(N: number, r: number, p: number): number {
 }
 
 /** The most memory a stored hash may ask for: what the highest cost setting (SCRYPT_COST_LOG2=20) needs. */
-export const SCRYPT_MAXMEM_CEILING = scryptMaxmem(2 ** 20, SCRYPT_DEFAULTS.r, SCRYPT_DEFAULTS.p);
+const SCRYPT_MAXMEM_CEILING = scryptMaxmem(2 ** 20, SCRYPT_DEFAULTS.r, SCRYPT_DEFAULTS.p);
 
 /** scrypt with OWASP's parameters (N=2^17, r=8, p=1); the cost is lowered only in tests. */
 export async function hashPassword(password: string, costLog2: number = SCRYPT_DEFAULTS.costLog2): Promise<string> {
@@ -29,6 +29,18 @@ export async function hashPassword(password: string, costLog2: number = SCRYPT_D
   return `scrypt$${costLog2}$${r}$${p}$${salt.toString('base64')}$${hash.toString('base64')}`;
 }
 
+/**
+ * Parameters a stored hash of ours can have: whole, positive, and asking for no more memory than
+ * the highest cost setting needs (N, r and p bounded together, not one by one). scrypt itself
+ * refuses N ≥ 2^(16·r) (it would throw): such a hash matches nothing.
+ */
+export function scryptParamsAllowed(costLog2: number, r: number, p: number): boolean {
+  if (!Number.isInteger(costLog2) || costLog2 < 1) return false;
+  if (!Number.isInteger(r) || r < 1 || !Number.isInteger(p) || p < 1) return false;
+  if (costLog2 >= 16 * r) return false;
+  return scryptMaxmem(2 ** costLog2, r, p) <= SCRYPT_MAXMEM_CEILING;
+}
+
 /** Checks a password against a stored hash, whatever parameters the hash was made with. */
 export async function verifyPassword(password: string, stored: string): Promise<boolean> {
   const [scheme, costText, rText, pText, salt, hash] = stored.split('$');
@@ -36,14 +48,8 @@ export async function verifyPassword(password: string, stored: string): Promise<
   const costLog2 = Number(costText);
   const r = Number(rText);
   const p = Number(pText);
-  // Only parameters a hash of ours can have: whole, positive, and asking for no more memory
-  // than the highest cost setting needs (N, r and p bounded together, not one by one).
-  if (!Number.isInteger(costLog2) || costLog2 < 1) return false;
-  if (!Number.isInteger(r) || r < 1 || !Number.isInteger(p) || p < 1) return false;
-  // scrypt itself refuses N ≥ 2^(16·r) (it would throw): such a hash matches nothing.
-  if (costLog2 >= 16 * r) return false;
+  if (!scryptParamsAllowed(costLog2, r, p)) return false;
   const N = 2 ** costLog2;
-  if (scryptMaxmem(N, r, p) > SCRYPT_MAXMEM_CEILING) return false;
   const expected = Buffer.from(hash, 'base64');
   if (expected.length < 16) return false;
   const actual = await scryptAsync(password.normalize('NFKC'), Buffer.from(salt, 'base64'), expected.length, {
