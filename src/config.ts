@@ -1,4 +1,4 @@
-import { POSTGRES_LIMITER_NEEDS_POSTGRES, RATE_LIMIT_STORES, type RateLimitStore } from './ratelimit/select.ts';
+import { isRateLimitStore, POSTGRES_LIMITER_NEEDS_POSTGRES, RATE_LIMIT_STORES, type RateLimitStore } from './ratelimit/select.ts';
 import { DEFAULT_DATABASE_URL, isPostgresUrl } from './store/store.ts';
 
 /** Every server setting, read from the environment once. README lists each of them. */
@@ -39,9 +39,10 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const maxRateLimitPerMinute = int(env, 'MAX_RATE_LIMIT_PER_MINUTE', 10_000, 1, 100_000_000);
   // Unset: follow the database (memory on SQLite, postgres on PostgreSQL); see ratelimit/select.ts.
-  const rateLimitStore = (env.RATE_LIMIT_STORE || 'auto') as RateLimitStore;
-  if (!RATE_LIMIT_STORES.includes(rateLimitStore)) {
-    throw new Error(`RATE_LIMIT_STORE must be "memory", "redis" or "postgres", or unset to follow the database (got "${rateLimitStore}")`);
+  const rateLimitStore = env.RATE_LIMIT_STORE || 'auto';
+  if (!isRateLimitStore(rateLimitStore)) {
+    const named = RATE_LIMIT_STORES.filter((store) => store !== 'auto').map((store) => `"${store}"`).join(', ');
+    throw new Error(`RATE_LIMIT_STORE must be one of ${named}, or unset to follow the database (got "${rateLimitStore}")`);
   }
   // Refused here already, so that a misconfigured server stops before it opens anything.
   if (rateLimitStore === 'postgres' && !isPostgresUrl(env.DATABASE_URL ?? '')) throw new Error(POSTGRES_LIMITER_NEEDS_POSTGRES);

@@ -8,6 +8,8 @@ import { RedisRateLimiter } from './redis.ts';
 export const RATE_LIMIT_STORES = ['auto', 'memory', 'redis', 'postgres'] as const;
 export type RateLimitStore = typeof RATE_LIMIT_STORES[number];
 
+export const isRateLimitStore = (value: string): value is RateLimitStore => (RATE_LIMIT_STORES as readonly string[]).includes(value);
+
 export const POSTGRES_LIMITER_NEEDS_POSTGRES = 'RATE_LIMIT_STORE=postgres needs a PostgreSQL DATABASE_URL (postgres://…)';
 
 /**

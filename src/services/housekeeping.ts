@@ -32,7 +32,9 @@ export class Housekeeping {
       .where('created_at', '<', new Date(now - this.deps.idempotencyTtlMs).toISOString()).executeTakeFirst();
     const recent = await db.deleteFrom('recent_messages')
       .where('created_at', '<', new Date(now - Math.max(this.deps.duplicateWindowMs, 1000)).toISOString()).executeTakeFirst();
-    // The rate-limit log judges by the database's clock, so `now` does not apply to it.
+    // Whichever limiter this instance uses: rows another instance (or an earlier setting) left
+    // in PostgreSQL are cleared too; one cheap delete a minute. The rate-limit log judges by the
+    // database's clock, so `now` does not apply to it.
     const rateLimitRows = this.deps.store.pgPool ? await sweepIdleRateLimits(this.deps.store.pgPool) : 0;
     const missions = await this.deps.missions.sweep();
     return { idempotencyKeys: Number(keys.numDeletedRows), recentMessages: Number(recent.numDeletedRows), rateLimitRows, ...missions };

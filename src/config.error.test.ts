@@ -1,0 +1,16 @@
+/** Settings that cannot work stop the server before it opens anything, saying what to set. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { loadConfig } from './config.ts';
+
+test('an unknown RATE_LIMIT_STORE is refused with the values it may take', () => {
+  assert.throws(() => loadConfig({ RATE_LIMIT_STORE: 'bogus' }),
+    /^Error: RATE_LIMIT_STORE must be one of "memory", "redis", "postgres", or unset to follow the database \(got "bogus"\)$/);
+  for (const store of ['memory', 'redis']) assert.equal(loadConfig({ RATE_LIMIT_STORE: store }).rateLimitStore, store);
+  assert.equal(loadConfig({}).rateLimitStore, 'auto');
+});
+
+test('RATE_LIMIT_STORE=postgres needs a PostgreSQL DATABASE_URL', () => {
+  assert.throws(() => loadConfig({ RATE_LIMIT_STORE: 'postgres' }), /needs a PostgreSQL DATABASE_URL/);
+  assert.equal(loadConfig({ RATE_LIMIT_STORE: 'postgres', DATABASE_URL: 'postgres://127.0.0.1/x' }).rateLimitStore, 'postgres');
+});
