@@ -42,11 +42,9 @@ export class PostgresRateLimiter implements RateLimiter {
   }
 
   async take(keyId: string, limit: number): Promise<RateDecision> {
-    const { rows } = await this.pool.query<{ allowed: boolean; used: number; free_at_us: number | null; now_us: number }>({
-      name: 'rate_limit_take',
-      text: rateLimitSql.take,
-      values: [keyId, limit, WINDOW_MS, this.bucketMs, this.now ? Math.round(this.now() * 1000) : null],
-    });
+    // Prepared once per connection by the store's client, as every parameterised statement is.
+    const { rows } = await this.pool.query<{ allowed: boolean; used: number; free_at_us: number | null; now_us: number }>(
+      rateLimitSql.take, [keyId, limit, WINDOW_MS, this.bucketMs, this.now ? Math.round(this.now() * 1000) : null]);
     const row = rows[0]!;
     // bigint columns arrive as numbers from the store's pool, as strings from a plain pg pool.
     const freeAtMs = row.free_at_us === null ? null : Number(row.free_at_us) / 1000;

@@ -32,22 +32,31 @@ export class NamedStatementClient extends pg.Client {
   // Texts this connection prepares under a name of its own, since their shared one went stale here.
   private readonly renamed = new Map<string, string>();
 
+  // Text and values, as Kysely calls it (a promise) or as pg's Pool#query does (a callback).
   override query(...args: unknown[]): any {
-    const [text, values] = args;
-    if (typeof text === 'string' && Array.isArray(values) && args.length === 2) {
-      if (values.length === 0) {
-        return (super.query(text, values) as unknown as Promise<pg.QueryResult | pg.QueryResult[]>)
-          .then((result) => (Array.isArray(result) ? result.at(-1) : result));
-      }
-      const name = this.renamed.get(text) ?? statementName(text);
-      if (name !== undefined) {
-        return (super.query({ name, text, values }) as unknown as Promise<pg.QueryResult>).catch((error: { code?: string }) => {
-          if (error?.code !== undefined && STALE_STATEMENT.has(error.code)) this.renamed.set(text, `${name}_${this.renamed.size + 1}`);
-          throw error;
-        });
-      }
+    const [text, values, callback] = args;
+    const byPromise = args.length === 2;
+    const byCallback = args.length === 3 && typeof callback === 'function';
+    if (typeof text !== 'string' || !Array.isArray(values) || !(byPromise || byCallback)) {
+      return (super.query as (...a: unknown[]) => unknown)(...args);
     }
-    return (super.query as (...a: unknown[]) => unknown)(...args);
+    const result = this.queryText(text, values);
+    if (byPromise) return result;
+    result.then((value) => (callback as (e: unknown, r?: unknown) => void)(null, value), (error) => (callback as (e: unknown) => void)(error));
+    return undefined;
+  }
+
+  private queryText(text: string, values: unknown[]): Promise<pg.QueryResult | undefined> {
+    if (values.length === 0) {
+      return (super.query(text, values) as unknown as Promise<pg.QueryResult | pg.QueryResult[]>)
+        .then((result) => (Array.isArray(result) ? result.at(-1) : result));
+    }
+    const name = this.renamed.get(text) ?? statementName(text);
+    if (name === undefined) return super.query(text, values);
+    return super.query({ name, text, values }).catch((error: { code?: string }) => {
+      if (error?.code !== undefined && STALE_STATEMENT.has(error.code)) this.renamed.set(text, `${name}_${this.renamed.size + 1}`);
+      throw error;
+    });
   }
 }
 

@@ -98,6 +98,11 @@ test('parameterised statements are prepared once per connection and reused', { s
     assert.equal(rows[0]![marker], `value ${i}`, 'each call binds its own values');
   }
   assert.equal(await prepared(), '1', 'one prepared statement on the one connection, reused');
+  // The pool's own query (callbacks underneath, as the rate limiter calls it) is prepared alike.
+  const viaPool = `select $1::int + 1 as "${marker}"`;
+  for (let i = 0; i < 2; i++) assert.equal((await store.pgPool!.query(viaPool, [i])).rows[0][marker], i + 1);
+  const { rows: poolPrepared } = await store.pgPool!.query(`select count(*)::int as n from pg_prepared_statements where statement = $1`, [viaPool]);
+  assert.equal(poolPrepared[0].n, 1);
   // A named statement that fails (a unique violation here) leaves the connection usable.
   await store.db.executeQuery(CompiledQuery.raw(`create temporary table once (k text primary key)`));
   const insert = `insert into once (k) values ($1)`;
