@@ -1,4 +1,4 @@
-import type { Transaction } from 'kysely';
+import type { ControlledTransaction, Transaction } from 'kysely';
 import type { DB, Job } from '../store/schema.ts';
 import { runFixedStatement } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
@@ -15,6 +15,11 @@ export interface TxHooks {
 }
 
 export type Stage = (event: BusEvent) => Promise<void>;
+/**
+ * A unit of work inside a transaction. It may be run more than once (see TurnEngine.transact),
+ * so whatever it does outside the database goes through `stage` and `hooks`: each run's are
+ * settled with that run, and only the last run's result reaches the caller.
+ */
 export type TransactionWork<T> = (trx: Transaction<DB>, stage: Stage, hooks: TxHooks) => Promise<T>;
 
 /** The turn a finished job wrote, handed straight to waiters on this instance (no re-read). */
@@ -70,6 +75,10 @@ export interface TurnEngineOptions {
 
 class LeaseLost extends Error {}
 
+type BatchOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+/** Batches run with a savepoint per unit after one had to be replayed (see runBatch). */
+const SAVEPOINT_BATCHES_AFTER_REPLAY = 20;
+
 /**
  * The TurnEngine: a runner over the service's own `jobs` table, the same on SQLite and
  * PostgreSQL. FIFO per agent, agents in parallel, leases renewed by a heartbeat, expired
@@ -85,6 +94,9 @@ export class TurnEngine {
   private reserved = 0;
   private readonly batch: Array<{ work: TransactionWork<unknown>; resolve(value: unknown): void; reject(error: unknown): void }> = [];
   private flushing = false;
+  private savepointBatchesLeft = 0;
+  /** Grouped transactions (SQLite) run, and how many of them had to run again unit by unit. */
+  readonly batchStats = { batches: 0, replays: 0 };
   private readonly timers: NodeJS.Timeout[] = [];
   private unsubscribe: (() => void) | null = null;
   private filling = false;
@@ -152,8 +164,9 @@ export class TurnEngine {
   /**
    * Runs a transaction whose events are staged inside it and delivered after it commits.
    * On SQLite, transactions that arrive while one is committing are grouped into the next
-   * one (each in its own savepoint, so one failing never affects another): one commit, and
-   * its file-system round trips, serve many requests. Nobody is answered before the commit.
+   * one: one commit, and its file-system round trips, serve many requests. One failing never
+   * affects another (see runBatch: when one fails, the others run again). Nobody is answered
+   * before the commit.
    */
   async transact<T>(work: TransactionWork<T>): Promise<T> {
     if (this.options.store.dialect !== 'sqlite') return this.transactAlone(work);
@@ -189,18 +202,55 @@ export class TurnEngine {
     });
   }
 
+  /**
+   * One transaction for the batch. Units first run one after the other with no savepoint each
+   * (a savepoint per unit, and the copies of pages it keeps, were an eighth of a turn's CPU). If
+   * one fails, the whole transaction rolls back, every unit that ran is told so through its
+   * hooks, and the batch runs again with each unit in a savepoint of its own, so the failure
+   * touches no other unit. After such a replay the next batches go straight to savepoints for a
+   * while: a stream of failing units (duplicates, say) costs no more than it did before.
+   */
   private async runBatch(items: typeof this.batch): Promise<void> {
-    const units = items.map(() => new UnitHooks(this.options.bus));
-    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
-    let trx;
-    try {
-      trx = await this.options.store.db.startTransaction().execute();
-    } catch (error) {
-      for (const item of items) item.reject(error);
-      return;
+    this.batchStats.batches++;
+    if (items.length > 1 && this.savepointBatchesLeft > 0) {
+      this.savepointBatchesLeft--;
+      return this.runUnitsInSavepoints(items);
     }
+    if (await this.runUnitsTogether(items)) return;
+    this.batchStats.replays++;
+    this.savepointBatchesLeft = SAVEPOINT_BATCHES_AFTER_REPLAY;
+    await this.runUnitsInSavepoints(items);
+  }
+
+  /** False when a unit failed in a batch of several: all was rolled back, to be run again apart. */
+  private async runUnitsTogether(items: typeof this.batch): Promise<boolean> {
+    const trx = await this.beginBatch(items);
+    if (!trx) return true;
+    const units: UnitHooks[] = [];
+    const outcomes: BatchOutcome[] = [];
+    for (const item of items) {
+      const unit = new UnitHooks(this.options.bus);
+      units.push(unit);
+      try {
+        outcomes.push({ ok: true, value: await item.work(trx, unit.stageIn(trx), unit) });
+      } catch (error) {
+        await trx.rollback().execute().catch(() => {});
+        for (const ran of units) ran.rolledBack();
+        if (items.length > 1) return false;
+        item.reject(error); // alone, it fails as it would in a savepoint: nothing else to keep
+        return true;
+      }
+    }
+    await this.commitBatch(trx, items, units, outcomes);
+    return true;
+  }
+
+  private async runUnitsInSavepoints(items: typeof this.batch): Promise<void> {
+    const trx = await this.beginBatch(items);
+    if (!trx) return;
+    const units = items.map(() => new UnitHooks(this.options.bus));
+    const outcomes: BatchOutcome[] = [];
     for (const [i, item] of items.entries()) {
-      // Each unit in a savepoint of its own, so that one failing unit leaves the others whole.
       const name = `unit${i}`;
       try {
         await runFixedStatement(trx, `savepoint ${name}`);
@@ -216,6 +266,21 @@ export class TurnEngine {
         outcomes.push({ ok: false, error });
       }
     }
+    await this.commitBatch(trx, items, units, outcomes);
+  }
+
+  /** The batch's transaction, or null when it could not start (then every unit was told why). */
+  private async beginBatch(items: typeof this.batch): Promise<ControlledTransaction<DB> | null> {
+    try {
+      return await this.options.store.db.startTransaction().execute();
+    } catch (error) {
+      for (const item of items) item.reject(error);
+      return null;
+    }
+  }
+
+  /** Commits, then settles each unit: its hooks and its caller. A failed commit fails them all. */
+  private async commitBatch(trx: ControlledTransaction<DB>, items: typeof this.batch, units: UnitHooks[], outcomes: BatchOutcome[]): Promise<void> {
     try {
       await trx.commit().execute();
     } catch (error) {
