@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import { randomBase62 } from './ids.ts';
 
 /** 16 base62 chars of key id; 43 of secret = 43·log2(62) ≈ 256.03 bits. */
@@ -36,7 +36,9 @@ export function parseBearer(header: string | undefined): ParsedKey | null {
 }
 
 export function hashSecret(secret: string): Buffer {
-  return createHash('sha256').update(secret).digest();
+  // The one-shot hash to hex, then bytes: under half the cost of a Hash object's digest (every
+  // authenticated request pays it).
+  return Buffer.from(hash('sha256', secret, 'hex'), 'hex');
 }
 
 // Compared against when the key id is unknown, so that path costs the same as a wrong secret.

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { newId, looksLikeId } from '../domain/ids.ts';
 import { checkMessageText, Problem } from '../domain/problems.ts';
 import { isValidTs } from '../domain/turn-clock.ts';
@@ -98,7 +98,7 @@ function pageLimit(limit: number | undefined): number {
   return limit;
 }
 
-const sha256 = (value: string): string => createHash('sha256').update(value).digest('hex');
+const sha256 = (value: string): string => hash('sha256', value, 'hex');
 
 /**
  * The one pipeline every channel submits to: resolve the session and agent, apply the

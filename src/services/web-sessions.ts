@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { randomBase62 } from '../domain/ids.ts';
 import type { Plan, Role } from '../store/schema.ts';
 import { instanceSecret } from '../store/repos/instance-secrets.ts';
@@ -35,7 +35,7 @@ export interface WorkspaceView {
 // last_seen_at is written at most this often per session, not on every page view.
 const TOUCH_INTERVAL_MS = 60_000;
 
-export const sessionDigest = (token: string): string => createHash('sha256').update(token).digest('hex');
+export const sessionDigest = (token: string): string => hash('sha256', token, 'hex');
 
 export class WebSessionsService {
   private readonly deps: WebSessionsDeps;
