@@ -1,6 +1,6 @@
 import type { ControlledTransaction, Transaction } from 'kysely';
 import type { DB, Job } from '../store/schema.ts';
-import { runFixedStatement } from '../store/prepared.ts';
+import { runFixedStatement, sqliteTransactionOpen } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
 import type { Bus, BusEvent } from './bus.ts';
 import {
@@ -28,7 +28,10 @@ export interface ReplyTurn {
   ts: string;
 }
 
-/** What finishing a job writes, inside the transaction that marks it done. */
+/**
+ * What finishing a job writes, inside the transaction that marks it done. Like any
+ * TransactionWork it may run more than once, so it only writes to the database.
+ */
 export type Finisher = (trx: Transaction<DB>, stage: Stage) => Promise<{
   status: 'done' | 'failed';
   replyTurnId: number | null;
@@ -177,7 +180,7 @@ export class TurnEngine {
   }
 
   private async transactAlone<T>(work: TransactionWork<T>): Promise<T> {
-    const unit = new UnitHooks(this.options.bus);
+    const unit = this.newUnit();
     try {
       const result = await this.options.store.db.transaction().execute((trx) => work(trx, unit.stageIn(trx), unit));
       unit.committed();
@@ -195,7 +198,16 @@ export class TurnEngine {
     // batch instead of each paying for a commit of its own.
     void (async () => {
       await new Promise((resolve) => setImmediate(resolve));
-      while (this.batch.length > 0) await this.runBatch(this.batch.splice(0, 100));
+      while (this.batch.length > 0) {
+        const items = this.batch.splice(0, 100);
+        try {
+          await this.runBatch(items);
+        } catch (error) {
+          // Not expected (every path settles its units); still, no caller is left waiting.
+          this.options.onError?.(error, 'running a batch');
+          for (const item of items) item.reject(error);
+        }
+      }
     })().finally(() => {
       this.flushing = false;
       if (this.batch.length > 0) this.flushBatches();
@@ -229,7 +241,7 @@ export class TurnEngine {
     const units: UnitHooks[] = [];
     const outcomes: BatchOutcome[] = [];
     for (const item of items) {
-      const unit = new UnitHooks(this.options.bus);
+      const unit = this.newUnit();
       units.push(unit);
       try {
         outcomes.push({ ok: true, value: await item.work(trx, unit.stageIn(trx), unit) });
@@ -248,7 +260,7 @@ export class TurnEngine {
   private async runUnitsInSavepoints(items: typeof this.batch): Promise<void> {
     const trx = await this.beginBatch(items);
     if (!trx) return;
-    const units = items.map(() => new UnitHooks(this.options.bus));
+    const units = items.map(() => this.newUnit());
     const outcomes: BatchOutcome[] = [];
     for (const [i, item] of items.entries()) {
       const name = `unit${i}`;
@@ -259,7 +271,19 @@ export class TurnEngine {
           await runFixedStatement(trx, `release ${name}`);
           outcomes.push({ ok: true, value });
         } catch (error) {
+          if (!sqliteTransactionOpen(trx)) {
+            // SQLite rolled the whole transaction back: the units before this one are undone
+            // too. This one fails; the others run again in a new transaction (once Kysely has
+            // let go of this one's connection).
+            await trx.rollback().execute().catch(() => {});
+            for (const ran of units.slice(0, i + 1)) ran.rolledBack();
+            item.reject(error);
+            await this.runUnitsInSavepoints([...items.slice(0, i), ...items.slice(i + 1)]);
+            return;
+          }
           await runFixedStatement(trx, `rollback to ${name}`);
+          // Undone now, not at the commit: a slot it had reserved is free for the units after it.
+          units[i]!.rolledBack();
           outcomes.push({ ok: false, error });
         }
       } catch (error) {
@@ -267,6 +291,10 @@ export class TurnEngine {
       }
     }
     await this.commitBatch(trx, items, units, outcomes);
+  }
+
+  private newUnit(): UnitHooks {
+    return new UnitHooks(this.options.bus, (error) => this.options.onError?.(error, 'transaction hook'));
   }
 
   /** The batch's transaction, or null when it could not start (then every unit was told why). */
@@ -538,9 +566,13 @@ class UnitHooks implements TxHooks {
   private readonly commitFns: Array<() => void> = [];
   private readonly rollbackFns: Array<() => void> = [];
   private readonly bus: Bus;
+  private readonly onError: (error: unknown) => void;
+  private settled = false;
 
-  constructor(bus: Bus) {
+  /** `onError` hears of a callback that threw: the others still run, and every caller is still answered. */
+  constructor(bus: Bus, onError: (error: unknown) => void) {
     this.bus = bus;
+    this.onError = onError;
   }
 
   /** Records the event for delivery after commit, and lets the bus stage it in `trx` (NOTIFY). */
@@ -562,12 +594,25 @@ class UnitHooks implements TxHooks {
   }
 
   /** Callbacks first: they may hand results to local waiters before bus events wake them bare. */
+  /** Its commit callbacks and events, or (rolledBack) its rollback callbacks: once, whichever comes first. */
   committed(): void {
-    for (const fn of this.commitFns) fn();
-    for (const event of this.events.values()) this.bus.committed(event);
+    if (this.settled) return;
+    this.settled = true;
+    for (const fn of this.commitFns) this.guarded(fn);
+    for (const event of this.events.values()) this.guarded(() => this.bus.committed(event));
   }
 
   rolledBack(): void {
-    for (const fn of this.rollbackFns) fn();
+    if (this.settled) return;
+    this.settled = true;
+    for (const fn of this.rollbackFns) this.guarded(fn);
+  }
+
+  private guarded(fn: () => void): void {
+    try {
+      fn();
+    } catch (error) {
+      this.onError(error);
+    }
   }
 }

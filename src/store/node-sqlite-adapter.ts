@@ -32,10 +32,10 @@ export function openNodeSqlite(path: string): NodeSqliteDatabase {
   db.exec('PRAGMA synchronous = NORMAL');
   db.exec('PRAGMA foreign_keys = ON');
   db.exec('PRAGMA busy_timeout = 5000'); // the CLI may write while the server runs
-  // The engine runs each unit of a batch in a savepoint; SQLite keeps the pages a savepoint
-  // may have to restore in a sub-journal, which past 64 KiB spills to a temporary file: three
-  // quarters of the writes of a busy server were to that file. Kept in memory instead (a
-  // batch's worth of pages).
+  // When a unit of a batch fails, the engine runs the batch again with each unit in a savepoint;
+  // SQLite keeps the pages a savepoint may have to restore in a sub-journal, which past 64 KiB
+  // spills to a temporary file (it took three quarters of a busy server's writes when every
+  // unit had a savepoint). Kept in memory instead (a batch's worth of pages).
   db.exec('PRAGMA temp_store = MEMORY');
   interface Entry { readOnly: boolean; writesAccounts: boolean; statement: SqliteStatement }
   const cache = new Map<string, Entry>();

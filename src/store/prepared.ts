@@ -24,6 +24,16 @@ function openSqliteTransaction(db: Kysely<DB>): NodeSqliteDatabase | undefined {
   return direct;
 }
 
+/**
+ * False when `trx` is a SQLite transaction that SQLite itself has ended: some errors (a full
+ * disk, an I/O error, a trigger's RAISE(ROLLBACK)) roll the whole transaction back, not just the
+ * failing statement, and then nothing more may run in it as if it were open.
+ */
+export function sqliteTransactionOpen(trx: Kysely<DB>): boolean {
+  const connection = sqliteByAdapter.get(trx.getExecutor().adapter);
+  return connection === undefined || connection.raw.isTransaction;
+}
+
 interface Compiled {
   sql: string;
   slots: Array<{ param: number } | { constant: unknown }>;
