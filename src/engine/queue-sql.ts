@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
-import type { DB, Job, JobKind, JobStatus } from '../store/schema.ts';
+import type { DB, Job, JobKind, JobStatus, Session } from '../store/schema.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
 import type { Stage } from './turn-engine.ts';
@@ -193,9 +193,6 @@ export async function getJob(db: Kysely<DB>, id: number): Promise<Job | undefine
   return job ? normalize(job) : undefined;
 }
 
-const openJobsOfSession = prepared((db, sessionId: string) => db.selectFrom('jobs').select('status')
-  .where('session_id', '=', sessionId).where(isOpen));
-
 /** The payloads of a session's (or, with null, every session's) continuations still queued or running, other than `exceptJobId`. */
 export async function openContinuationPayloads(db: Kysely<DB>, sessionId: string | null, exceptJobId: number | null): Promise<unknown[]> {
   const rows = await db.selectFrom('jobs').select(['id', 'payload'])
@@ -205,15 +202,30 @@ export async function openContinuationPayloads(db: Kysely<DB>, sessionId: string
 
 export type SessionStatus = 'idle' | 'processing' | 'queued';
 
-/** A session's status from the statuses of its unfinished jobs. */
-function statusOf(openJobs: Array<{ status: JobStatus }>): SessionStatus {
-  if (openJobs.some((j) => j.status === 'running')) return 'processing';
-  return openJobs.length > 0 ? 'queued' : 'idle';
+/** A session's status from how many of its jobs are unfinished, and how many of those are running. */
+function statusFromCounts(open: number, running: number): SessionStatus {
+  if (running > 0) return 'processing';
+  return open > 0 ? 'queued' : 'idle';
 }
 
-/** idle / processing / queued, from the session's unfinished jobs. */
-export async function sessionStatus(db: Kysely<DB>, sessionId: string): Promise<SessionStatus> {
-  return statusOf(await openJobsOfSession(db, sessionId));
+function statusOf(openJobs: Array<{ status: JobStatus }>): SessionStatus {
+  return statusFromCounts(openJobs.length, openJobs.filter((j) => j.status === 'running').length);
+}
+
+// A session with its status, in one statement (one round trip on PostgreSQL, one snapshot).
+const sessionWithOpenJobs = prepared((db, sessionId: string, userId: string) => db.selectFrom('sessions')
+  .select((eb) => ['id', 'user_id', 'agent_id', 'channel', 'last_ts', 'created_at',
+    eb.selectFrom('jobs').select((jobs) => jobs.fn.countAll<number>().as('n')).whereRef('jobs.session_id', '=', 'sessions.id').where(isOpen).as('open_jobs'),
+    eb.selectFrom('jobs').select((jobs) => jobs.fn.countAll<number>().as('n')).whereRef('jobs.session_id', '=', 'sessions.id').where(isRunning).as('running_jobs'),
+  ])
+  .where('id', '=', sessionId).where('user_id', '=', userId));
+
+/** The user's own session and its idle / processing / queued status; undefined for anyone else's. */
+export async function ownSessionWithStatus(db: Kysely<DB>, sessionId: string, userId: string): Promise<{ session: Session; status: SessionStatus } | undefined> {
+  const [row] = await sessionWithOpenJobs(db, sessionId, userId);
+  if (!row) return undefined;
+  const { open_jobs: open, running_jobs: running, ...session } = row;
+  return { session, status: statusFromCounts(Number(open), Number(running)) };
 }
 
 /** The status of each of these sessions, in one query. */

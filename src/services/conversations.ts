@@ -2,7 +2,7 @@ import { hash } from 'node:crypto';
 import { newId, looksLikeId } from '../domain/ids.ts';
 import { checkMessageText, Problem } from '../domain/problems.ts';
 import { isValidTs } from '../domain/turn-clock.ts';
-import { getJob, sessionStatus, sessionStatuses, type SessionStatus } from '../engine/queue-sql.ts';
+import { getJob, ownSessionWithStatus, sessionStatuses, type SessionStatus } from '../engine/queue-sql.ts';
 import type { JobState, JobWatch, TurnEngine } from '../engine/turn-engine.ts';
 import { appendTurn, readLastTurns, readTranscript, startSession } from '../store/repos/transcript.ts';
 import { prepared } from '../store/prepared.ts';
@@ -303,13 +303,14 @@ export class ConversationsService {
       throw Problem.validation([{ path: cursorName, message: 'must be a turn ts such as 2026-11-22T12:34:56.789012Z' }]);
     }
     const limit = pageLimit(limitOption);
-    const session = await this.findOwnSession(userId, sessionId);
-    if (!session) throw new Problem('session_not_found', 'No such session.');
-    // Status first, then the page, never side by side: "idle" then means every job that existed
-    // when the status was read had ended, so the page (read later) holds all of their turns. Read
-    // the other way round, a reply committed between the two reads could be missing from a page
-    // that says "idle", and a client that stops polling at idle would never see it.
-    const status = await sessionStatus(this.deps.store.db, session.id);
+    // The session with its status first, then the page, never side by side: "idle" then means
+    // every job that existed when the status was read had ended, so the page (read later) holds
+    // all of their turns. Read the other way round, a reply committed between the two reads could
+    // be missing from a page that says "idle", and a client that stops polling at idle would
+    // never see it.
+    const found = looksLikeId('session', sessionId) ? await ownSessionWithStatus(this.deps.store.db, sessionId, userId) : undefined;
+    if (!found) throw new Problem('session_not_found', 'No such session.');
+    const { session, status } = found;
     const page = await read(this.deps.store.db, session.id, cursor ?? null, limit);
     return { session, status, page };
   }

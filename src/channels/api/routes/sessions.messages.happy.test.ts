@@ -72,3 +72,20 @@ test('cursor paging never skips or repeats a turn while turns are being written'
   assert.equal(full.length, 82);
   assert.deepEqual(seen, full);
 });
+
+test('status: processing while its turn runs, queued while it waits behind another, idle once done', async () => {
+  const u = await t.userWithAgent();
+  const busy = (await send(t, u, { text: '!sleep 800 first' }, { Prefer: 'wait=0' })).json();
+  // A new session of the same agent: its turn waits in the agent's line.
+  const waiting = (await send(t, u, { text: 'second' }, { Prefer: 'wait=0' })).json();
+  assert.equal((await transcript(t, u, busy.session_id)).json().status, 'processing');
+  assert.equal((await transcript(t, u, waiting.session_id)).json().status, 'queued');
+  let page: any;
+  for (let i = 0; i < 200; i++) {
+    page = (await transcript(t, u, waiting.session_id)).json();
+    if (page.status === 'idle') break;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.equal(page.status, 'idle');
+  assert.deepEqual(page.messages.map((m: any) => m.role), ['user', 'agent'], 'idle: the reply is on the page');
+});
