@@ -216,7 +216,9 @@ function statusOf(openJobs: Array<{ status: JobStatus }>): SessionStatus {
 const sessionWithOpenJobs = prepared((db, sessionId: string, userId: string) => db.selectFrom('sessions')
   .select((eb) => ['id', 'user_id', 'agent_id', 'channel', 'last_ts', 'created_at',
     eb.selectFrom('jobs').select((jobs) => jobs.fn.countAll<number>().as('n')).whereRef('jobs.session_id', '=', 'sessions.id').where(isOpen).as('open_jobs'),
-    eb.selectFrom('jobs').select((jobs) => jobs.fn.countAll<number>().as('n')).whereRef('jobs.session_id', '=', 'sessions.id').where(isRunning).as('running_jobs'),
+    // isOpen as well, though implied: SQLite uses a partial index only when the query's
+    // condition repeats the index's own (without it, this scanned every job).
+    eb.selectFrom('jobs').select((jobs) => jobs.fn.countAll<number>().as('n')).whereRef('jobs.session_id', '=', 'sessions.id').where(isOpen).where(isRunning).as('running_jobs'),
   ])
   .where('id', '=', sessionId).where('user_id', '=', userId));
 
