@@ -7,8 +7,13 @@ import autocannon from 'autocannon';
 
 export const CLI = join(import.meta.dirname, '..', 'bin', 'agent-channel.js');
 
+/** Runs the CLI (this tree's, or `cliPath`'s) and returns what it printed. */
 export function cli(env: NodeJS.ProcessEnv, ...args: string[]): string {
-  const result = spawnSync(process.execPath, [CLI, ...args], { env, encoding: 'utf8' });
+  return cliOf(CLI, env, ...args);
+}
+
+export function cliOf(cliPath: string, env: NodeJS.ProcessEnv, ...args: string[]): string {
+  const result = spawnSync(process.execPath, [cliPath, ...args], { env, encoding: 'utf8' });
   if (result.status !== 0) throw new Error(`agent-channel ${args.join(' ')}: ${result.stderr}`);
   return result.stdout.trim();
 }
@@ -109,4 +114,20 @@ export function summarize(pairs: Pair[]) {
     cpuUs: median(pairs.map((p) => p[side].cpuUs)),
   });
   return { ours: of('ours'), bare: of('bare'), ratio: median(pairs.map((p) => p.ours.rps / p.bare.rps)) };
+}
+
+export const API = '/api/v1/api-channel';
+
+/** POST /messages requests for autocannon: every one a fresh text, spread over the agents in turn. */
+export function messageRequests(agentIds: string[]) {
+  let counter = 0;
+  return [{
+    method: 'POST' as const,
+    path: `${API}/messages`,
+    setupRequest: (request: any) => {
+      const n = counter++;
+      request.body = JSON.stringify({ text: `hello ${n}`, agent_id: agentIds[n % agentIds.length] });
+      return request;
+    },
+  }];
 }

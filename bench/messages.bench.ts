@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { formatTs, nowMicros } from '../src/domain/turn-clock.ts';
 import { openStore } from '../src/store/store.ts';
-import { alternatingRounds, CLI, cli, load, median, startServer, stopChildren, summarize, type RoundResult } from './lib.ts';
+import { alternatingRounds, API, CLI, cli, load, median, messageRequests, startServer, stopChildren, summarize, type RoundResult } from './lib.ts';
 
 const ROUNDS = Number(process.env.ROUNDS ?? 5);
 const ROUND_SECONDS = Number(process.env.ROUND_SECONDS ?? 8);
@@ -24,7 +24,6 @@ const AGENTS = Number(process.env.AGENTS ?? 50);
 const TRANSCRIPT_TURNS = 100_000;
 const HUGE_LIMIT = 50_000_000;
 const DATABASE = process.env.DATABASE ?? 'sqlite';
-const API = '/api/v1/api-channel';
 
 const dir = mkdtempSync(join(tmpdir(), 'agent-channel-bench-'));
 const schema = `bench_${process.pid}`;
@@ -39,20 +38,6 @@ const env = {
   HOST: '127.0.0.1',
   DUPLICATE_WINDOW_MS: '10000',
 };
-
-/** Every request a fresh text, spread over the agents (each agent runs one turn at a time). */
-function messageRequests(agentIds: string[]) {
-  let counter = 0;
-  return [{
-    method: 'POST' as const,
-    path: `${API}/messages`,
-    setupRequest: (request: any) => {
-      const n = counter++;
-      request.body = JSON.stringify({ text: `hello ${n}`, agent_id: agentIds[n % agentIds.length] });
-      return request;
-    },
-  }];
-}
 
 try {
   cli(env, 'users', 'create', '--email', 'bench@example.test', '--password', 'bench-password', '--plan', 'pro');

@@ -1,0 +1,103 @@
+/**
+ * A/B: this tree against another revision, both servers up at once, loaded in short slices
+ * that alternate which goes first. On a machine whose speed swings by tens of percent from one
+ * minute to the next, two benchmark runs one after the other cannot show a 10 % change; slices
+ * of a few seconds, side by side, can (an A/A run of this tool gives ratios within about 3 %).
+ * SQLite only; loopback only; about a minute with the defaults.
+ *
+ *   BASE=HEAD~1 npm run bench:ab                        (POST /messages, 50 connections)
+ *   BASE=f400781 ROUTE=agents SLICES=12 SLICE_SECONDS=3 npm run bench:ab
+ *   BASE=f400781 WARMUP_SECONDS=45 npm run bench:ab      (each database grown by use first)
+ *
+ * The revision is checked out into a temporary git worktree that shares this tree's
+ * node_modules, so it must have the same package-lock.json. Each server gets its own database,
+ * made by its own tree's CLI (a revision may have fewer migrations).
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { API, cliOf, load, median, messageRequests, startServer, stopChildren, type RoundResult } from './lib.ts';
+
+const BASE = process.env.BASE;
+const ROUTE = process.env.ROUTE ?? 'messages';
+const SLICES = Number(process.env.SLICES ?? 8);
+const SLICE_SECONDS = Number(process.env.SLICE_SECONDS ?? 2);
+// Also how much each database grows first: some costs show only on a database grown by use.
+const WARMUP_SECONDS = Number(process.env.WARMUP_SECONDS ?? 2);
+const HUGE_LIMIT = 50_000_000;
+const AGENTS = 50;
+if (!BASE) throw new Error('Set BASE to the git revision to compare this tree with, e.g. BASE=HEAD~1');
+if (ROUTE !== 'messages' && ROUTE !== 'agents') throw new Error('ROUTE is messages or agents');
+
+const here = join(import.meta.dirname, '..');
+const git = (...args: string[]) => {
+  const result = spawnSync('git', args, { cwd: here, encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`git ${args.join(' ')}: ${result.stderr}`);
+  return result.stdout.trim();
+};
+const baseRevision = git('rev-parse', '--verify', `${BASE}^{commit}`);
+if (git('show', `${baseRevision}:package-lock.json`) !== readFileSync(join(here, 'package-lock.json'), 'utf8').trim()) {
+  throw new Error(`${BASE} has another package-lock.json: its dependencies would not be the ones it was written for`);
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'agent-channel-ab-'));
+const baseTree = join(dir, 'base');
+
+/** A server of `tree` on a database of its own, with a pro user, its agents and a key that never hits its limit. */
+async function serverOf(tree: string, name: string) {
+  const env = {
+    ...process.env,
+    DATABASE_URL: `sqlite:${join(dir, `${name}.db`)}`,
+    MAX_RATE_LIMIT_PER_MINUTE: String(HUGE_LIMIT),
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+    HOST: '127.0.0.1',
+  };
+  const cliPath = join(tree, 'bin', 'agent-channel.js');
+  const run = (...args: string[]) => cliOf(cliPath, env, ...args);
+  run('users', 'create', '--email', 'ab@example.test', '--password', 'bench-password', '--plan', 'pro');
+  const agentIds = Array.from({ length: ROUTE === 'messages' ? AGENTS : 1 }, (_, i) => run('agents', 'create', '--email', 'ab@example.test', '--name', `AB ${i}`));
+  const token = run('keys', 'create', '--email', 'ab@example.test', '--label', 'ab', '--rate-limit', String(HUGE_LIMIT));
+  const origin = await startServer([cliPath, 'serve'], env, '/readyz');
+  const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+  return (seconds: number): Promise<RoundResult> => (ROUTE === 'messages'
+    ? load({ url: origin, connections: 50, duration: seconds, headers, requests: messageRequests(agentIds) })
+    : load({ url: `${origin}${API}/agents`, connections: 10, duration: seconds, headers }));
+}
+
+try {
+  git('worktree', 'add', '--detach', baseTree, baseRevision);
+  symlinkSync(join(here, 'node_modules'), join(baseTree, 'node_modules'));
+  const runBase = await serverOf(baseTree, 'base');
+  const runThis = await serverOf(here, 'this');
+  const checked = async (run: (seconds: number) => Promise<RoundResult>, seconds: number) => {
+    const result = await run(seconds);
+    if (result.non2xx > 0) throw new Error(`${result.non2xx} non-2xx answers`);
+    return result;
+  };
+  await checked(runBase, WARMUP_SECONDS);
+  await checked(runThis, WARMUP_SECONDS);
+  console.log(`${ROUTE === 'messages' ? 'POST /messages, 50 connections' : 'GET /agents, 10 connections'}; ${WARMUP_SECONDS} s of warm-up each, then ${SLICES} slices of ${SLICE_SECONDS} s each; base ${BASE} (${baseRevision.slice(0, 7)}) against this tree`);
+  const pairs: Array<{ base: RoundResult; current: RoundResult }> = [];
+  for (let slice = 0; slice < SLICES; slice++) {
+    const baseFirst = slice % 2 === 0;
+    const first = await checked(baseFirst ? runBase : runThis, SLICE_SECONDS);
+    const second = await checked(baseFirst ? runThis : runBase, SLICE_SECONDS);
+    const pair = baseFirst ? { base: first, current: second } : { base: second, current: first };
+    pairs.push(pair);
+    console.log(`slice ${slice + 1}: base ${pair.base.rps.toFixed(0)}/s (${pair.base.cpuUs.toFixed(0)} µs CPU each) | this ${pair.current.rps.toFixed(0)}/s (${pair.current.cpuUs.toFixed(0)} µs) | ${(pair.current.rps / pair.base.rps).toFixed(3)}×`);
+  }
+  const of = (side: 'base' | 'current', key: keyof RoundResult) => median(pairs.map((pair) => pair[side][key]));
+  console.log(`
+| medians over ${SLICES} slices | per second | p99 (ms) | server CPU per request (µs) |
+|---|---|---|---|
+| base ${BASE} (${baseRevision.slice(0, 7)}) | ${of('base', 'rps').toFixed(0)} | ${of('base', 'p99')} | ${of('base', 'cpuUs').toFixed(1)} |
+| this tree | ${of('current', 'rps').toFixed(0)} | ${of('current', 'p99')} | ${of('current', 'cpuUs').toFixed(1)} |
+| this ÷ base (median of per-slice ratios) | **${median(pairs.map((pair) => pair.current.rps / pair.base.rps)).toFixed(3)}×** | | ${median(pairs.map((pair) => pair.current.cpuUs / pair.base.cpuUs)).toFixed(3)}× |
+
+machine: ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), Node ${process.version}`);
+} finally {
+  await stopChildren();
+  spawnSync('git', ['worktree', 'remove', '--force', baseTree], { cwd: here });
+  rmSync(dir, { recursive: true, force: true });
+}
