@@ -216,10 +216,10 @@ export class TurnEngine {
 
   /**
    * One transaction for the batch. Units first run one after the other with no savepoint each
-   * (a savepoint per unit, and the copies of pages it keeps, were an eighth of a turn's CPU). If
-   * one fails, the whole transaction rolls back, every unit that ran is told so through its
-   * hooks, and the batch runs again with each unit in a savepoint of its own, so the failure
-   * touches no other unit. After such a replay the next batches go straight to savepoints for a
+   * (a savepoint per unit, and the copies of pages it keeps, were an eighth of a turn's CPU on a
+   * database grown by use). If one fails, the whole transaction rolls back, every unit that ran
+   * is told so through its hooks, and the batch runs again with each unit in a savepoint of its
+   * own, so the failure touches no other unit. After such a replay the next batches go straight to savepoints for a
    * while: a stream of failing units (duplicates, say) costs no more than it did before.
    */
   private async runBatch(items: typeof this.batch): Promise<void> {
@@ -593,8 +593,10 @@ class UnitHooks implements TxHooks {
     this.rollbackFns.push(fn);
   }
 
-  /** Callbacks first: they may hand results to local waiters before bus events wake them bare. */
-  /** Its commit callbacks and events, or (rolledBack) its rollback callbacks: once, whichever comes first. */
+  /**
+   * Callbacks first: they may hand results to local waiters before bus events wake them bare.
+   * A unit settles once: committed or rolled back, whichever is called first.
+   */
   committed(): void {
     if (this.settled) return;
     this.settled = true;
