@@ -3,17 +3,20 @@
  * that alternate which goes first. On a machine whose speed swings by tens of percent from one
  * minute to the next, two benchmark runs one after the other cannot show a 10 % change; slices
  * of a few seconds, side by side, can (an A/A run of this tool gives ratios within about 3 %).
- * SQLite only; loopback only; about a minute with the defaults.
+ * SQLite by default, or DATABASE=postgres (a schema of its own for each server in the local
+ * PostgreSQL, dropped after); loopback only; about a minute with the defaults.
  *
  *   BASE=HEAD~1 npm run bench:ab                        (POST /messages, 50 connections)
  *   BASE=f400781 ROUTE=agents SLICES=12 SLICE_SECONDS=3 npm run bench:ab
  *   BASE=f400781 WARMUP_SECONDS=45 npm run bench:ab      (each database grown by use first)
+ *   BASE=HEAD~1 DATABASE=postgres npm run bench:ab
  *
  * The revision is checked out into a temporary git worktree that shares this tree's
  * node_modules, so it must have the same package-lock.json. Each server gets its own database,
  * made by its own tree's CLI (a revision may have fewer migrations).
  */
 import { spawnSync } from 'node:child_process';
+import pg from 'pg';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,10 +28,13 @@ const SLICES = Number(process.env.SLICES ?? 8);
 const SLICE_SECONDS = Number(process.env.SLICE_SECONDS ?? 2);
 // Also how much each database grows first: some costs show only on a database grown by use.
 const WARMUP_SECONDS = Number(process.env.WARMUP_SECONDS ?? 2);
+const DATABASE = process.env.DATABASE ?? 'sqlite';
+const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const HUGE_LIMIT = 50_000_000;
 const AGENTS = 50;
 if (!BASE) throw new Error('Set BASE to the git revision to compare this tree with, e.g. BASE=HEAD~1');
 if (ROUTE !== 'messages' && ROUTE !== 'agents') throw new Error('ROUTE is messages or agents');
+if (DATABASE !== 'sqlite' && DATABASE !== 'postgres') throw new Error('DATABASE is sqlite or postgres');
 
 const here = join(import.meta.dirname, '..');
 const git = (...args: string[]) => {
@@ -43,12 +49,20 @@ if (git('show', `${baseRevision}:package-lock.json`) !== readFileSync(join(here,
 
 const dir = mkdtempSync(join(tmpdir(), 'agent-channel-ab-'));
 const baseTree = join(dir, 'base');
+const pgSchemas: string[] = [];
+
+function databaseUrl(name: string): string {
+  if (DATABASE === 'sqlite') return `sqlite:${join(dir, `${name}.db`)}`;
+  const schema = `ab_${name}_${process.pid}`;
+  pgSchemas.push(schema);
+  return `${PG_URL}?schema=${schema}`;
+}
 
 /** A server of `tree` on a database of its own, with a pro user, its agents and a key that never hits its limit. */
 async function serverOf(tree: string, name: string) {
   const env = {
     ...process.env,
-    DATABASE_URL: `sqlite:${join(dir, `${name}.db`)}`,
+    DATABASE_URL: databaseUrl(name),
     MAX_RATE_LIMIT_PER_MINUTE: String(HUGE_LIMIT),
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
     HOST: '127.0.0.1',
@@ -77,7 +91,7 @@ try {
   };
   await checked(runBase, WARMUP_SECONDS);
   await checked(runThis, WARMUP_SECONDS);
-  console.log(`${ROUTE === 'messages' ? 'POST /messages, 50 connections' : 'GET /agents, 10 connections'}; ${WARMUP_SECONDS} s of warm-up each, then ${SLICES} slices of ${SLICE_SECONDS} s each; base ${BASE} (${baseRevision.slice(0, 7)}) against this tree`);
+  console.log(`${ROUTE === 'messages' ? 'POST /messages, 50 connections' : 'GET /agents, 10 connections'} on ${DATABASE}; ${WARMUP_SECONDS} s of warm-up each, then ${SLICES} slices of ${SLICE_SECONDS} s each; base ${BASE} (${baseRevision.slice(0, 7)}) against this tree`);
   const pairs: Array<{ base: RoundResult; current: RoundResult }> = [];
   for (let slice = 0; slice < SLICES; slice++) {
     const baseFirst = slice % 2 === 0;
@@ -100,4 +114,10 @@ machine: ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), Node ${proce
   await stopChildren();
   spawnSync('git', ['worktree', 'remove', '--force', baseTree], { cwd: here });
   rmSync(dir, { recursive: true, force: true });
+  if (pgSchemas.length > 0) {
+    const client = new pg.Client({ connectionString: PG_URL });
+    await client.connect();
+    for (const schema of pgSchemas) await client.query(`drop schema if exists ${schema} cascade`);
+    await client.end();
+  }
 }
