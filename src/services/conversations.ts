@@ -202,7 +202,7 @@ export class ConversationsService {
         const sessionId = target.session?.id ?? newId('session');
         const turn = target.session
           ? await appendTurn(trx, store.dialect, { sessionId, role: 'user', text })
-          : await startSession(trx, { id: sessionId, userId: inbound.userId, agentId: target.agentId, channel: inbound.channel }, { role: 'user', text });
+          : await startSession(trx, store.dialect, { id: sessionId, userId: inbound.userId, agentId: target.agentId, channel: inbound.channel }, { role: 'user', text });
         const payload: JobPayload = { kind: 'message', text };
         const job = await engine.enqueue(trx, stage, hooks, { agentId: target.agentId, sessionId, userId: inbound.userId, kind: 'message', payload, userTurnId: turn.id });
         if (idempotency !== null) {
