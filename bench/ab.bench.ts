@@ -10,6 +10,7 @@
  *   BASE=f400781 ROUTE=agents SLICES=12 SLICE_SECONDS=3 npm run bench:ab
  *   BASE=f400781 WARMUP_SECONDS=45 npm run bench:ab      (each database grown by use first)
  *   BASE=HEAD~1 DATABASE=postgres npm run bench:ab
+ *   BASE=HEAD~1 CONNECTIONS=1 npm run bench:ab           (one client: latency rather than throughput)
  *
  * The revision is checked out into a temporary git worktree that shares this tree's
  * node_modules, so it must have the same package-lock.json. Each server gets its own database,
@@ -28,6 +29,7 @@ const SLICES = Number(process.env.SLICES ?? 8);
 const SLICE_SECONDS = Number(process.env.SLICE_SECONDS ?? 2);
 // Also how much each database grows first: some costs show only on a database grown by use.
 const WARMUP_SECONDS = Number(process.env.WARMUP_SECONDS ?? 2);
+const CONNECTIONS = Number(process.env.CONNECTIONS ?? (ROUTE === 'agents' ? 10 : 50));
 const DATABASE = process.env.DATABASE ?? 'sqlite';
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const HUGE_LIMIT = 50_000_000;
@@ -75,8 +77,8 @@ async function serverOf(tree: string, name: string) {
   const origin = await startServer([cliPath, 'serve'], env, '/readyz');
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
   return (seconds: number): Promise<RoundResult> => (ROUTE === 'messages'
-    ? load({ url: origin, connections: 50, duration: seconds, headers, requests: messageRequests(agentIds) })
-    : load({ url: `${origin}${API}/agents`, connections: 10, duration: seconds, headers }));
+    ? load({ url: origin, connections: CONNECTIONS, duration: seconds, headers, requests: messageRequests(agentIds) })
+    : load({ url: `${origin}${API}/agents`, connections: CONNECTIONS, duration: seconds, headers }));
 }
 
 try {
@@ -91,7 +93,7 @@ try {
   };
   await checked(runBase, WARMUP_SECONDS);
   await checked(runThis, WARMUP_SECONDS);
-  console.log(`${ROUTE === 'messages' ? 'POST /messages, 50 connections' : 'GET /agents, 10 connections'} on ${DATABASE}; ${WARMUP_SECONDS} s of warm-up each, then ${SLICES} slices of ${SLICE_SECONDS} s each; base ${BASE} (${baseRevision.slice(0, 7)}) against this tree`);
+  console.log(`${ROUTE === 'messages' ? 'POST /messages' : 'GET /agents'}, ${CONNECTIONS} connections, on ${DATABASE}; ${WARMUP_SECONDS} s of warm-up each, then ${SLICES} slices of ${SLICE_SECONDS} s each; base ${BASE} (${baseRevision.slice(0, 7)}) against this tree`);
   const pairs: Array<{ base: RoundResult; current: RoundResult }> = [];
   for (let slice = 0; slice < SLICES; slice++) {
     const baseFirst = slice % 2 === 0;
@@ -103,11 +105,11 @@ try {
   }
   const of = (side: 'base' | 'current', key: keyof RoundResult) => median(pairs.map((pair) => pair[side][key]));
   console.log(`
-| medians over ${SLICES} slices | per second | p99 (ms) | server CPU per request (µs) |
-|---|---|---|---|
-| base ${BASE} (${baseRevision.slice(0, 7)}) | ${of('base', 'rps').toFixed(0)} | ${of('base', 'p99')} | ${of('base', 'cpuUs').toFixed(1)} |
-| this tree | ${of('current', 'rps').toFixed(0)} | ${of('current', 'p99')} | ${of('current', 'cpuUs').toFixed(1)} |
-| this ÷ base (median of per-slice ratios) | **${median(pairs.map((pair) => pair.current.rps / pair.base.rps)).toFixed(3)}×** | | ${median(pairs.map((pair) => pair.current.cpuUs / pair.base.cpuUs)).toFixed(3)}× |
+| medians over ${SLICES} slices | per second | p50 (ms) | p99 (ms) | server CPU per request (µs) |
+|---|---|---|---|---|
+| base ${BASE} (${baseRevision.slice(0, 7)}) | ${of('base', 'rps').toFixed(0)} | ${of('base', 'p50')} | ${of('base', 'p99')} | ${of('base', 'cpuUs').toFixed(1)} |
+| this tree | ${of('current', 'rps').toFixed(0)} | ${of('current', 'p50')} | ${of('current', 'p99')} | ${of('current', 'cpuUs').toFixed(1)} |
+| this ÷ base (median of per-slice ratios) | **${median(pairs.map((pair) => pair.current.rps / pair.base.rps)).toFixed(3)}×** | | | ${median(pairs.map((pair) => pair.current.cpuUs / pair.base.cpuUs)).toFixed(3)}× |
 
 machine: ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), Node ${process.version}`);
 } finally {
