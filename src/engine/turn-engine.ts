@@ -219,8 +219,9 @@ export class TurnEngine {
    * (a savepoint per unit, and the copies of pages it keeps, were an eighth of a turn's CPU on a
    * database grown by use). If one fails, the whole transaction rolls back, every unit that ran
    * is told so through its hooks, and the batch runs again with each unit in a savepoint of its
-   * own, so the failure touches no other unit. After such a replay the next batches go straight to savepoints for a
-   * while: a stream of failing units (duplicates, say) costs no more than it did before.
+   * own, so the failure touches no other unit. After such a replay the next batches go straight
+   * to savepoints for a while: a stream of failing units (duplicates, say) costs no more than it
+   * did before.
    */
   private async runBatch(items: typeof this.batch): Promise<void> {
     this.batchStats.batches++;

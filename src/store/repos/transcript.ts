@@ -60,19 +60,26 @@ export async function appendTurnIfSessionExists(trx: Transaction<DB>, dialect: D
   const error = turn.error ?? null;
   const jobId = turn.jobId ?? null;
   const now = nextTs(null);
+  let ts: string | null = now;
   if (dialect === 'postgres') {
     const [inserted] = await advanceClockIfBehindAndInsertTurn(trx, sessionId, now, role, text, error, jobId);
     if (inserted) return { id: Number(inserted.id), ts: now };
-  } else if ((await advanceClockIfBehind.affected(trx, sessionId, now)) === 1) {
-    const [inserted] = await insertTurn(trx, sessionId, role, text, now, error, jobId);
-    return { id: Number(inserted!.id), ts: now };
+    ts = await advanceClockAfterReading(trx, dialect, sessionId);
+  } else if ((await advanceClockIfBehind.affected(trx, sessionId, now)) !== 1) {
+    ts = await advanceClockAfterReading(trx, dialect, sessionId);
   }
+  if (ts === null) return null;
+  const [inserted] = await insertTurn(trx, sessionId, role, text, ts, error, jobId);
+  return { id: Number(inserted!.id), ts };
+}
+
+/** The clock was not behind the present (or there is no clock, or no session): read (and lock) it, then move it. */
+async function advanceClockAfterReading(trx: Transaction<DB>, dialect: Dialect, sessionId: string): Promise<string | null> {
   const [session] = await (dialect === 'postgres' ? sessionClockForUpdate : sessionClock)(trx, sessionId);
   if (!session) return null;
   const ts = nextTs(session.last_ts);
   await advanceClock.affected(trx, sessionId, ts);
-  const [inserted] = await insertTurn(trx, sessionId, role, text, ts, error, jobId);
-  return { id: Number(inserted!.id), ts };
+  return ts;
 }
 
 /** Creates a session with its first turn: its clock starts at that turn, nothing to read or lock. */
