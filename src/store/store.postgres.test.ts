@@ -137,11 +137,12 @@ test('notifications staged in a transaction go out with its commit, never after 
   await notifyAtCommit(inner, channel, 'after the savepoint');
   await inner.rollbackToSavepoint('inner').execute();
   await trx.commit().execute();
-  // A statement that fails leaves the transaction aborted: the commit that follows is refused.
+  // A statement that fails leaves the transaction aborted: PostgreSQL refuses the staged
+  // notification with the commit, and the notification is never heard (checked below).
   await assert.rejects(store.db.transaction().execute(async (trx) => {
     await notifyAtCommit(trx, channel, 'aborted');
     await sql`select 1 / 0`.execute(trx).catch(() => {});
-  }));
+  }), /current transaction is aborted/);
   await store.db.transaction().execute(async (trx) => { await notifyAtCommit(trx, channel, 'last'); });
   const deadline = Date.now() + 5000;
   while (!heard.includes('last') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
