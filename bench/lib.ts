@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
+import { API_PREFIX } from '../src/channels/api/prefix.ts';
 
 export const CLI = join(import.meta.dirname, '..', 'bin', 'agent-channel.js');
 
@@ -116,14 +117,14 @@ export function summarize(pairs: Pair[]) {
   return { ours: of('ours'), bare: of('bare'), ratio: median(pairs.map((p) => p.ours.rps / p.bare.rps)) };
 }
 
-export const API = '/api/v1/api-channel';
+export { API_PREFIX as API };
 
 /** POST /messages requests for autocannon: every one a fresh text, spread over the agents in turn. */
 export function messageRequests(agentIds: string[]) {
   let counter = 0;
   return [{
     method: 'POST' as const,
-    path: `${API}/messages`,
+    path: `${API_PREFIX}/messages`,
     setupRequest: (request: any) => {
       const n = counter++;
       request.body = JSON.stringify({ text: `hello ${n}`, agent_id: agentIds[n % agentIds.length] });
