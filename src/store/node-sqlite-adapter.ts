@@ -87,8 +87,7 @@ export function openNodeSqlite(path: string): NodeSqliteDatabase {
     close: () => db.close(),
     accountGeneration() {
       // No commit anywhere since data_version was last asked: nothing to ask.
-      const header = logIndex?.read() ?? null;
-      if (header?.equals(logIndex!.confirmed)) return generation;
+      if (logIndex?.readUnchanged()) return generation;
       const version = (dataVersion.get() as { data_version: number }).data_version;
       if (version !== lastDataVersion) {
         lastDataVersion = version;
@@ -96,7 +95,7 @@ export function openNodeSqlite(path: string): NodeSqliteDatabase {
       }
       // The header as it was before asking: a commit since then changes it, and is asked about
       // next time. Not inside a transaction, whose snapshot may hide a commit the header shows.
-      if (header && !db.isTransaction) header.copy(logIndex!.confirmed);
+      if (!db.isTransaction) logIndex?.confirmLastRead();
       return generation;
     },
     prepare: (sql: string): SqliteStatement => prepared(sql).statement,
@@ -133,24 +132,34 @@ class LogIndexHeader {
   // SQLite's included, those of other connections and of the checkpointer thread too. So each
   // store opened leaves one descriptor behind until the process exits.
   private fd: number | null = null;
-  private readonly buffer = Buffer.alloc(48);
+  private readonly lastRead = Buffer.alloc(48);
+  private lastReadValid = false;
   /** The header as read just before data_version was last asked (at first all 0xff, which no header is). */
-  readonly confirmed = Buffer.alloc(48, 0xff);
+  private readonly confirmed = Buffer.alloc(48, 0xff);
   private readonly path: string;
 
   constructor(path: string) {
     this.path = path;
-    this.read();
+    this.readUnchanged();
   }
 
-  /** The header now, or null when it cannot be read (then every call asks data_version). */
-  read(): Buffer | null {
+  /**
+   * Reads the header now: true when it is the confirmed one (no commit since). False when it
+   * moved, or cannot be read (then every call asks data_version).
+   */
+  readUnchanged(): boolean {
     try {
       this.fd ??= openSync(this.path, 'r');
-      return readSync(this.fd, this.buffer, 0, 48, 0) === 48 ? this.buffer : null;
+      this.lastReadValid = readSync(this.fd, this.lastRead, 0, 48, 0) === 48;
     } catch {
-      return null;
+      this.lastReadValid = false;
     }
+    return this.lastReadValid && this.lastRead.equals(this.confirmed);
+  }
+
+  /** Takes the header of the last read as confirmed: data_version has been asked since it was read. */
+  confirmLastRead(): void {
+    if (this.lastReadValid) this.lastRead.copy(this.confirmed);
   }
 }
 
