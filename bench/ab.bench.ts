@@ -21,7 +21,7 @@ import pg from 'pg';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { API, cliOf, load, median, messageRequests, startServer, stopChildren, type RoundResult } from './lib.ts';
+import { alternatingRounds, API, HUGE_LIMIT, load, messageRequests, seedAccount, startServer, stopChildren, summarize, type RoundResult } from './lib.ts';
 
 const BASE = process.env.BASE;
 const ROUTE = process.env.ROUTE ?? 'messages';
@@ -32,7 +32,6 @@ const WARMUP_SECONDS = Number(process.env.WARMUP_SECONDS ?? 2);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? (ROUTE === 'agents' ? 10 : 50));
 const DATABASE = process.env.DATABASE ?? 'sqlite';
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const HUGE_LIMIT = 50_000_000;
 const AGENTS = 50;
 if (!BASE) throw new Error('Set BASE to the git revision to compare this tree with, e.g. BASE=HEAD~1');
 if (ROUTE !== 'messages' && ROUTE !== 'agents') throw new Error('ROUTE is messages or agents');
@@ -70,10 +69,7 @@ async function serverOf(tree: string, name: string) {
     HOST: '127.0.0.1',
   };
   const cliPath = join(tree, 'bin', 'agent-channel.js');
-  const run = (...args: string[]) => cliOf(cliPath, env, ...args);
-  run('users', 'create', '--email', 'ab@example.test', '--password', 'bench-password', '--plan', 'pro');
-  const agentIds = Array.from({ length: ROUTE === 'messages' ? AGENTS : 1 }, (_, i) => run('agents', 'create', '--email', 'ab@example.test', '--name', `AB ${i}`));
-  const token = run('keys', 'create', '--email', 'ab@example.test', '--label', 'ab', '--rate-limit', String(HUGE_LIMIT));
+  const { agentIds, token } = seedAccount(env, ROUTE === 'messages' ? AGENTS : 1, cliPath);
   const origin = await startServer([cliPath, 'serve'], env, '/readyz');
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
   return (seconds: number): Promise<RoundResult> => (ROUTE === 'messages'
@@ -94,22 +90,15 @@ try {
   await checked(runBase, WARMUP_SECONDS);
   await checked(runThis, WARMUP_SECONDS);
   console.log(`${ROUTE === 'messages' ? 'POST /messages' : 'GET /agents'}, ${CONNECTIONS} connections, on ${DATABASE}; ${WARMUP_SECONDS} s of warm-up each, then ${SLICES} slices of ${SLICE_SECONDS} s each; base ${BASE} (${baseRevision.slice(0, 7)}) against this tree`);
-  const pairs: Array<{ base: RoundResult; current: RoundResult }> = [];
-  for (let slice = 0; slice < SLICES; slice++) {
-    const baseFirst = slice % 2 === 0;
-    const first = await checked(baseFirst ? runBase : runThis, SLICE_SECONDS);
-    const second = await checked(baseFirst ? runThis : runBase, SLICE_SECONDS);
-    const pair = baseFirst ? { base: first, current: second } : { base: second, current: first };
-    pairs.push(pair);
-    console.log(`slice ${slice + 1}: base ${pair.base.rps.toFixed(0)}/s (${pair.base.cpuUs.toFixed(0)} µs CPU each) | this ${pair.current.rps.toFixed(0)}/s (${pair.current.cpuUs.toFixed(0)} µs) | ${(pair.current.rps / pair.base.rps).toFixed(3)}×`);
-  }
-  const of = (side: 'base' | 'current', key: keyof RoundResult) => median(pairs.map((pair) => pair[side][key]));
+  // "ours" is this tree and "bare" the base revision, in the shared helpers' words.
+  const summary = summarize(await alternatingRounds(SLICES, () => checked(runThis, SLICE_SECONDS), () => checked(runBase, SLICE_SECONDS),
+    'req/s', { ours: 'this', bare: 'base' }));
   console.log(`
 | medians over ${SLICES} slices | per second | p50 (ms) | p99 (ms) | server CPU per request (µs) |
 |---|---|---|---|---|
-| base ${BASE} (${baseRevision.slice(0, 7)}) | ${of('base', 'rps').toFixed(0)} | ${of('base', 'p50')} | ${of('base', 'p99')} | ${of('base', 'cpuUs').toFixed(1)} |
-| this tree | ${of('current', 'rps').toFixed(0)} | ${of('current', 'p50')} | ${of('current', 'p99')} | ${of('current', 'cpuUs').toFixed(1)} |
-| this ÷ base (median of per-slice ratios) | **${median(pairs.map((pair) => pair.current.rps / pair.base.rps)).toFixed(3)}×** | | | ${median(pairs.map((pair) => pair.current.cpuUs / pair.base.cpuUs)).toFixed(3)}× |
+| base ${BASE} (${baseRevision.slice(0, 7)}) | ${summary.bare.rps.toFixed(0)} | ${summary.bare.p50} | ${summary.bare.p99} | ${summary.bare.cpuUs.toFixed(1)} |
+| this tree | ${summary.ours.rps.toFixed(0)} | ${summary.ours.p50} | ${summary.ours.p99} | ${summary.ours.cpuUs.toFixed(1)} |
+| this ÷ base (median of per-slice ratios) | **${summary.ratio.toFixed(3)}×** | | | ${summary.cpuRatio.toFixed(3)}× |
 
 machine: ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), Node ${process.version}`);
 } finally {

@@ -13,14 +13,13 @@ import { join } from 'node:path';
 import { MemoryRateLimiter } from '../src/ratelimit/memory.ts';
 import { KeysService } from '../src/services/keys.ts';
 import { openStore } from '../src/store/store.ts';
-import { alternatingRounds, CLI, cli as runCli, load as loadRound, percentile, startServer, stopChildren, summarize, type RoundResult } from './lib.ts';
+import { alternatingRounds, CLI, HUGE_LIMIT, load as loadRound, percentile, seedAccount, startServer, stopChildren, summarize, type RoundResult } from './lib.ts';
 
 const ROUNDS = Number(process.env.ROUNDS ?? 5);
 const ROUND_SECONDS = Number(process.env.ROUND_SECONDS ?? 8);
 const WARMUP_SECONDS = 3;
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 10);
 const MICRO_ITERATIONS = 20_000;
-const HUGE_LIMIT = 50_000_000; // the key's per-minute limit: never the bottleneck here
 const PATH = '/api/v1/api-channel/agents';
 
 const dir = mkdtempSync(join(tmpdir(), 'agent-channel-bench-'));
@@ -31,7 +30,6 @@ const env = {
   LOG_LEVEL: process.env.LOG_LEVEL ?? 'info', // the server as it runs by default: one log line per request
   HOST: '127.0.0.1',
 };
-const cli = (...args: string[]) => runCli(env, ...args);
 
 async function load(url: string, authorization: string | undefined, seconds: number): Promise<RoundResult> {
   const result = await loadRound({ url, connections: CONNECTIONS, duration: seconds, headers: authorization ? { authorization } : {} });
@@ -63,9 +61,7 @@ async function microAuthAndRateLimit(authorization: string): Promise<{ p50: numb
 }
 
 try {
-  cli('users', 'create', '--email', 'bench@example.test', '--password', 'bench-password', '--plan', 'pro');
-  cli('agents', 'create', '--email', 'bench@example.test', '--name', 'Bench agent');
-  const token = cli('keys', 'create', '--email', 'bench@example.test', '--label', 'bench', '--rate-limit', String(HUGE_LIMIT));
+  const { token } = seedAccount(env, 1);
   const authorization = `Bearer ${token}`;
 
   const ours = await startServer([CLI, 'serve'], env, '/readyz');

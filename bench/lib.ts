@@ -19,6 +19,22 @@ export function cliOf(cliPath: string, env: NodeJS.ProcessEnv, ...args: string[]
   return result.stdout.trim();
 }
 
+/** A key's per-minute limit (and the server's MAX_RATE_LIMIT_PER_MINUTE) that never binds in a benchmark. */
+export const HUGE_LIMIT = 50_000_000;
+
+/**
+ * With the real CLI (this tree's, or `cliPath`'s): a pro user with `agents` agents and a key
+ * whose limit never binds, so the limiter is consulted on every request but never refuses.
+ */
+export function seedAccount(env: NodeJS.ProcessEnv, agents: number, cliPath = CLI): { agentIds: string[]; token: string } {
+  const run = (...args: string[]) => cliOf(cliPath, env, ...args);
+  const email = 'bench@example.test';
+  run('users', 'create', '--email', email, '--password', 'bench-password', '--plan', 'pro');
+  const agentIds = Array.from({ length: agents }, (_, i) => run('agents', 'create', '--email', email, '--name', `Bench ${i}`));
+  const token = run('keys', 'create', '--email', email, '--label', 'bench', '--rate-limit', String(HUGE_LIMIT));
+  return { agentIds, token };
+}
+
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer().listen(0, '127.0.0.1', () => {
@@ -91,30 +107,36 @@ export interface Pair { ours: RoundResult; bare: RoundResult }
 
 /**
  * Rounds alternating which server goes first, so neither always runs on a warmer (or noisier)
- * machine; logs each round with `unit` (req/s, turns/s).
+ * machine; logs each round with `unit` (req/s, turns/s) and the names of the two sides.
  */
 export async function alternatingRounds(
   rounds: number, runOurs: () => Promise<RoundResult>, runBare: () => Promise<RoundResult>, unit = 'req/s',
+  names: { ours: string; bare: string } = { ours: 'ours', bare: 'bare' },
 ): Promise<Pair[]> {
   const results: Pair[] = [];
+  const describe = (r: RoundResult, what: string) => `${r.rps.toFixed(0)} ${what} (p50 ${r.p50} ms, p99 ${r.p99} ms, ${r.cpuUs.toFixed(0)} µs CPU each)`;
   for (let round = 1; round <= rounds; round++) {
     const oursFirst = round % 2 === 1;
     const first = oursFirst ? await runOurs() : await runBare();
     const second = oursFirst ? await runBare() : await runOurs();
     const pair = oursFirst ? { ours: first, bare: second } : { ours: second, bare: first };
     results.push(pair);
-    console.log(`round ${round}: ours ${pair.ours.rps.toFixed(0)} ${unit} (p50 ${pair.ours.p50} ms, p99 ${pair.ours.p99} ms, ${pair.ours.cpuUs.toFixed(0)} µs CPU each) | bare ${pair.bare.rps.toFixed(0)} req/s (p50 ${pair.bare.p50} ms, p99 ${pair.bare.p99} ms, ${pair.bare.cpuUs.toFixed(0)} µs CPU each) | ratio ${(pair.ours.rps / pair.bare.rps * 100).toFixed(1)}%`);
+    console.log(`round ${round}: ${names.ours} ${describe(pair.ours, unit)} | ${names.bare} ${describe(pair.bare, 'req/s')} | ratio ${(pair.ours.rps / pair.bare.rps * 100).toFixed(1)}%`);
   }
   return results;
 }
 
-/** Medians over rounds, and the median of the per-round throughput ratios. */
+/** Medians over rounds, and the medians of the per-round throughput and CPU ratios. */
 export function summarize(pairs: Pair[]) {
   const of = (side: 'ours' | 'bare') => ({
     rps: median(pairs.map((p) => p[side].rps)), p50: median(pairs.map((p) => p[side].p50)), p99: median(pairs.map((p) => p[side].p99)),
     cpuUs: median(pairs.map((p) => p[side].cpuUs)),
   });
-  return { ours: of('ours'), bare: of('bare'), ratio: median(pairs.map((p) => p.ours.rps / p.bare.rps)) };
+  return {
+    ours: of('ours'), bare: of('bare'),
+    ratio: median(pairs.map((p) => p.ours.rps / p.bare.rps)),
+    cpuRatio: median(pairs.map((p) => p.ours.cpuUs / p.bare.cpuUs)),
+  };
 }
 
 export { API_PREFIX as API };

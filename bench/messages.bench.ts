@@ -15,14 +15,13 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { formatTs, nowMicros } from '../src/domain/turn-clock.ts';
 import { openStore } from '../src/store/store.ts';
-import { alternatingRounds, API, CLI, cli, load, median, messageRequests, startServer, stopChildren, summarize, type RoundResult } from './lib.ts';
+import { alternatingRounds, API, CLI, HUGE_LIMIT, load, median, messageRequests, seedAccount, startServer, stopChildren, summarize, type RoundResult } from './lib.ts';
 
 const ROUNDS = Number(process.env.ROUNDS ?? 5);
 const ROUND_SECONDS = Number(process.env.ROUND_SECONDS ?? 8);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
 const AGENTS = Number(process.env.AGENTS ?? 50);
 const TRANSCRIPT_TURNS = 100_000;
-const HUGE_LIMIT = 50_000_000;
 const DATABASE = process.env.DATABASE ?? 'sqlite';
 
 const dir = mkdtempSync(join(tmpdir(), 'agent-channel-bench-'));
@@ -40,9 +39,7 @@ const env = {
 };
 
 try {
-  cli(env, 'users', 'create', '--email', 'bench@example.test', '--password', 'bench-password', '--plan', 'pro');
-  const agentIds = Array.from({ length: AGENTS }, (_, i) => cli(env, 'agents', 'create', '--email', 'bench@example.test', '--name', `Bench ${i}`));
-  const token = cli(env, 'keys', 'create', '--email', 'bench@example.test', '--label', 'bench', '--rate-limit', String(HUGE_LIMIT));
+  const { agentIds, token } = seedAccount(env, AGENTS);
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
 
   const ours = await startServer([CLI, 'serve'], env, '/readyz');
