@@ -4,7 +4,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform, jsonSchemaTransformObject, validatorCompiler } from 'fastify-type-provider-zod';
 import { API_PREFIX, apiChannel } from './channels/api/index.ts';
-import { installErrorHandling } from './channels/api/plugins/errors.ts';
+import { clientErrorProblem, installErrorHandling } from './channels/api/plugins/errors.ts';
 import { webChannel } from './channels/web/index.ts';
 import { findNulCharacter, Problem } from './domain/problems.ts';
 import { sendProblem } from './channels/api/problem-reply.ts';
@@ -30,6 +30,11 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     requestIdHeader: false,
     trustProxy: runtime.config.trustProxy,
     return503OnClosing: true,
+    // Valid JSON is parsed, whatever its keys: `__proto__` and `constructor.prototype` are
+    // dropped (they can never be a field of ours) instead of failing the body as unparseable.
+    onProtoPoisoning: 'remove',
+    onConstructorPoisoning: 'remove',
+    clientErrorHandler: clientErrorProblem,
     // One access-log line per request (written in onResponse) instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     // Room for any id a client may send (a wrong one is then a 404 of its kind, after auth).

@@ -2,6 +2,10 @@
 
 export const PROBLEMS = {
   malformed_json: { status: 400, title: 'Malformed JSON' },
+  // Refused by the HTTP parser itself, before any route (see clientErrorProblem).
+  malformed_request: { status: 400, title: 'Malformed request' },
+  request_timeout: { status: 408, title: 'Request timeout' },
+  headers_too_large: { status: 431, title: 'Request header fields too large' },
   unauthorized: { status: 401, title: 'Unauthorized' },
   forbidden: { status: 403, title: 'Forbidden' },
   agent_limit_reached: { status: 403, title: 'Agent limit reached' },

@@ -10,8 +10,10 @@ import { parseOrThrow } from './accounts.ts';
 import { isoNow } from './clock.ts';
 
 export const CreateAgentSchema = z.object({
-  agent_name: z.string().trim().min(1, 'is required').max(100, 'must be at most 100 characters'),
-  workspace_id: z.string().min(1).max(64).optional(),
+  agent_name: z.string().trim().min(1, 'is required').max(100, 'must be at most 100 characters')
+    .meta({ description: 'The name, 1–100 characters once surrounding whitespace is trimmed (it is stored trimmed).' }),
+  // No length bound of its own (the body's bounds it): an id that cannot be one is not found.
+  workspace_id: z.string().min(1).optional(),
 });
 
 export interface AgentView {

@@ -3,7 +3,7 @@ import { newId, looksLikeId } from '../domain/ids.ts';
 import { checkMessageText, Problem } from '../domain/problems.ts';
 import { isValidTs } from '../domain/turn-clock.ts';
 import { getJob, ownSessionWithStatus, sessionStatuses, type SessionStatus } from '../engine/queue-sql.ts';
-import type { JobState, JobWatch, TurnEngine } from '../engine/turn-engine.ts';
+import { isFinished, type JobState, type JobWatch, type TurnEngine } from '../engine/turn-engine.ts';
 import { appendTurn, readLastTurns, readTranscript, startSession } from '../store/repos/transcript.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Job, Session } from '../store/schema.ts';
@@ -20,6 +20,8 @@ export interface SendResult {
   message_ts: string;
   reply?: string;
   reply_ts?: string;
+  /** Set when the agent failed on the message (a duplicate of a failed original): `reply` is then the error turn's text. */
+  error?: string;
 }
 
 export interface InboundMessage {
@@ -248,22 +250,30 @@ export class ConversationsService {
     return this.describe(settled, messageTs);
   }
 
-  /** The send result of a job; reads only the turns it does not already know. */
+  /**
+   * The send result of a job; reads only the turns it does not already know. A finished job's
+   * reply is its agent turn, the error turn of a failure included (only a duplicate of a failed
+   * original gets that far: every other send of a failure is a 502).
+   */
   private async describe({ job, reply }: JobState, knownMessageTs: string | null = null): Promise<SendResult> {
     const { db } = this.deps.store;
-    const replyTurnId = job.status === 'done' && !reply ? job.reply_turn_id : null;
+    const finished = isFinished(job);
+    const replyTurnId = finished && !reply ? job.reply_turn_id : null;
     const userTurnId = knownMessageTs === null ? job.user_turn_id : null;
     const ids = [userTurnId, replyTurnId].filter((id): id is number => id !== null);
-    const turns = ids.length ? await db.selectFrom('turns').select(['id', 'text', 'ts']).where('id', 'in', ids).execute() : [];
+    const turns = ids.length ? await db.selectFrom('turns').select(['id', 'text', 'ts', 'error']).where('id', 'in', ids).execute() : [];
     const messageTs = knownMessageTs ?? turns.find((t) => Number(t.id) === job.user_turn_id)?.ts ?? '';
-    const replyTurn = job.status !== 'done' ? undefined : reply ?? turns.find((t) => Number(t.id) === job.reply_turn_id);
-    const status: SendStatus = job.status === 'done' || job.status === 'failed' ? 'completed' : job.status === 'running' ? 'processing' : 'queued';
+    const replyTurn: { text: string; ts: string; error?: string | null } | undefined = finished
+      ? reply ?? turns.find((t) => Number(t.id) === job.reply_turn_id)
+      : undefined;
+    const status: SendStatus = finished ? 'completed' : job.status === 'running' ? 'processing' : 'queued';
     return {
       session_id: job.session_id,
       status,
       agent_id: job.agent_id,
       message_ts: messageTs,
       ...(replyTurn ? { reply: replyTurn.text, reply_ts: replyTurn.ts } : {}),
+      ...(replyTurn?.error ? { error: replyTurn.error } : {}),
     };
   }
 

@@ -63,6 +63,9 @@ export function webChannel(runtime: Runtime, options: WebChannelOptions = {}) {
     scope.decorateRequest('csrfToken', '');
 
     scope.addHook('onRequest', async (request, reply) => {
+      // An API URL no route knows passes through the catch-all below to the API's 404: no page
+      // headers, no pre-login cookie, no web session read.
+      if (request.url.startsWith('/api/')) return;
       reply.header('Content-Security-Policy', CSP);
       reply.header('X-Frame-Options', 'DENY');
       reply.header('X-Content-Type-Options', 'nosniff');

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+import { connect, type AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { sql } from 'kysely';
+import { buildApp } from '../../../app.ts';
 import { API, startTestApp, type TestApp, type TestUser, withTestApp } from '../../../testing/harness.ts';
 
 let t: TestApp;
@@ -42,6 +44,62 @@ test('a body of just under 1 MiB is read (and judged on its fields)', async () =
   assertProblem(await postAgents({ 'content-type': 'application/json' }, padded), 422, 'validation_failed');
 });
 
+test('valid JSON with __proto__ or constructor.prototype keys is read, those keys dropped (nothing polluted)', async () => {
+  const pro = await t.user({ plan: 'pro' });
+  const post = (payload: string) => t.inject({ method: 'POST', url: `${API}/agents`, headers: { ...pro.auth, 'content-type': 'application/json' }, payload });
+  const proto = await post('{"agent_name":"Proto","__proto__":{"polluted":"yes"}}');
+  assert.equal(proto.statusCode, 201, proto.body);
+  assert.equal(proto.json().name, 'Proto');
+  const ctor = await post('{"agent_name":"Ctor","constructor":{"prototype":{"polluted":"yes"}}}');
+  assert.equal(ctor.statusCode, 201, ctor.body);
+  assert.equal(({} as Record<string, unknown>).polluted, undefined);
+  assert.equal(Object.prototype.hasOwnProperty.call(Object.prototype, 'polluted'), false);
+});
+
+test('a request the HTTP parser refuses still gets a problem body, over a real socket', async () => {
+  const server = await withListening();
+  try {
+    const badLength = await rawExchange(server, 'POST /api/v1/api-channel/messages HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n');
+    assertRawProblem(badLength, 400, 'malformed_request');
+    const hugeHeader = await rawExchange(server, `GET /api/v1/api-channel/agents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${'a'.repeat(20_000)}\r\n\r\n`);
+    assertRawProblem(hugeHeader, 431, 'headers_too_large');
+  } finally {
+    await server.close();
+  }
+});
+
+/** The app of this file listening on a free loopback port (inject never reaches Node's parser). */
+async function withListening() {
+  const app = await buildApp(t.runtime, { logger: false });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const { port } = app.server.address() as AddressInfo;
+  return { port, close: () => app.close() };
+}
+
+function rawExchange(server: { port: number }, request: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(server.port, '127.0.0.1', () => socket.write(request));
+    let received = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk) => { received += chunk; });
+    socket.on('close', () => resolve(received));
+    socket.on('error', reject);
+    socket.setTimeout(5000, () => socket.destroy(new Error('no answer in 5 s')));
+  });
+}
+
+function assertRawProblem(response: string, status: number, code: string): void {
+  const [head, body] = response.split('\r\n\r\n');
+  assert.match(head!, new RegExp(`^HTTP/1\\.1 ${status} `), response);
+  assert.match(head!, /\r\ncontent-type: application\/problem\+json; charset=utf-8\r\n/i);
+  const requestId = /\r\nx-request-id: ([^\r]+)/i.exec(head!)?.[1];
+  const problem = JSON.parse(body!);
+  assert.equal(problem.status, status);
+  assert.equal(problem.code, code);
+  assert.equal(problem.request_id, requestId);
+  for (const field of ['type', 'title', 'detail']) assert.equal(typeof problem[field], 'string', field);
+}
+
 test('415 unsupported_media_type for a body that is not JSON by its content type', async () => {
   assertProblem(await postAgents({ 'content-type': 'text/plain' }, 'agent_name=x'), 415, 'unsupported_media_type');
   assertProblem(await postAgents({ 'content-type': 'application/xml' }, '<agent/>'), 415, 'unsupported_media_type');
@@ -52,6 +110,13 @@ test('404 not_found for an unknown route, with or without a key', async () => {
   for (const url of [`${API}/nope`, `${API}/agents/extra/segments`, '/api/v2/whatever', '/nope']) {
     assertProblem(await t.inject({ method: 'GET', url }), 404, 'not_found');
     assertProblem(await t.inject({ method: 'GET', url, headers: u.auth }), 404, 'not_found');
+  }
+  // An API URL is not a page: none of the web app's headers or cookies, even when a browser asks.
+  for (const url of [`${API}/nope`, '/api/v2/whatever']) {
+    const res = await t.inject({ method: 'GET', url, headers: { accept: 'text/html' } });
+    assertProblem(res, 404, 'not_found');
+    assert.equal(res.headers['set-cookie'], undefined, url);
+    assert.equal(res.headers['content-security-policy'], undefined, url);
   }
   assertProblem(await t.inject({ method: 'DELETE', url: `${API}/agents`, headers: u.auth }), 404, 'not_found');
 });

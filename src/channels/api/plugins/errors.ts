@@ -1,7 +1,9 @@
+import { randomUUID } from 'node:crypto';
+import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { Problem } from '../../../domain/problems.ts';
-import { sendProblem } from '../problem-reply.ts';
+import { PROBLEM_CONTENT_TYPE, problemBody, sendProblem } from '../problem-reply.ts';
 
 /** Turns every error into a contract problem; anything unexpected is a logged 500 with no detail. */
 export function installErrorHandling(app: FastifyInstance): void {
@@ -15,6 +17,29 @@ export function installErrorHandling(app: FastifyInstance): void {
   });
 
   app.setNotFoundHandler((request, reply) => sendProblem(request, reply, noRoute(request)));
+}
+
+/**
+ * Fastify's clientErrorHandler: a request Node's HTTP parser refuses before any route sees it (a
+ * malformed request line or Content-Length, headers over Node's 16 KiB, a request that took too
+ * long to arrive) still gets the contract's problem body, written straight to the socket, which
+ * then closes (what follows on it cannot be trusted to start a request).
+ */
+export function clientErrorProblem(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Duplex): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const problem = error.code === 'HPE_HEADER_OVERFLOW'
+    ? new Problem('headers_too_large', 'The request headers are larger than this server accepts (16 KiB in all).')
+    : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? new Problem('request_timeout', 'The request did not arrive in time.')
+      : new Problem('malformed_request', 'The request is not valid HTTP/1.1.');
+  const requestId = randomUUID();
+  this.log.debug({ requestId, code: error.code }, 'refused by the HTTP parser');
+  const body = JSON.stringify(problemBody(problem, requestId));
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${problem.status} ${problem.title}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}; charset=utf-8\r\n`
+      + `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy(error);
 }
 
 const noRoute = (request: FastifyRequest) => new Problem('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`);

@@ -55,10 +55,12 @@ test('404 workspace_not_found for a workspace that does not exist', async () => 
   assert.equal(res.json().code, 'workspace_not_found');
 });
 
-test('404 workspace_not_found for a value that is not even a workspace id', async () => {
-  const res = await createAgent((await t.user()).auth, { agent_name: 'x', workspace_id: "agt_' or 1=1 --" });
-  assert.equal(res.statusCode, 404);
-  assert.equal(res.json().code, 'workspace_not_found');
+test('404 workspace_not_found for a value that is not even a workspace id, however long', async () => {
+  for (const workspaceId of ["agt_' or 1=1 --", `wsp_${'a'.repeat(100)}`, `wsp_${'a'.repeat(10_000)}`]) {
+    const res = await createAgent((await t.user()).auth, { agent_name: 'x', workspace_id: workspaceId });
+    assert.equal(res.statusCode, 404, res.body);
+    assert.equal(res.json().code, 'workspace_not_found');
+  }
 });
 
 test('403 forbidden for a plain member of the workspace', async () => {

@@ -106,6 +106,31 @@ test('a long or unknown Prefer is ignored (RFC 7240), not refused', async () => 
   assert.equal(res.headers['preference-applied'], undefined);
 });
 
+test('wait is read only as a preference of its own, never as a parameter of another (RFC 7240)', async () => {
+  const u = await t.userWithAgent();
+  // `handling=lenient; wait=0` prefers lenient handling, with a parameter named wait: the ceiling applies.
+  const parameter = await send(t, u, { text: '!sleep 200 param' }, { Prefer: 'handling=lenient; wait=0' });
+  assert.equal(parameter.statusCode, 200, parameter.body);
+  assert.equal(parameter.headers['preference-applied'], undefined);
+  const own = await send(t, u, { text: '!sleep 200 own' }, { Prefer: 'handling=lenient, wait=0' });
+  assert.equal(own.statusCode, 202);
+  assert.equal(own.headers['preference-applied'], 'wait=0');
+});
+
+test('an id too long to be one is not found, like any unknown id (not a 422)', async () => {
+  const u = await t.userWithAgent();
+  const before = await turnCount();
+  const session = await send(t, u, { text: 'hi', session_id: `ses_${'a'.repeat(100)}` });
+  assert.equal(session.statusCode, 404, session.body);
+  assert.equal(session.json().code, 'session_not_found');
+  const agent = await send(t, u, { text: 'hi', agent_id: `agt_${'a'.repeat(5000)}` });
+  assert.equal(agent.statusCode, 404, agent.body);
+  assert.equal(agent.json().code, 'agent_not_found');
+  // An empty one is still an invalid field.
+  assert.equal((await send(t, u, { text: 'hi', session_id: '' })).json().code, 'validation_failed');
+  assert.equal(await turnCount(), before);
+});
+
 test('a failure after the ceiling appears as an error turn for the poller', async () => {
   const u = await t.userWithAgent();
   const res = await send(t, u, { text: '!sleep 300 !fail' }, { Prefer: 'wait=0' });

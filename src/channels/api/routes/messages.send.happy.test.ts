@@ -118,6 +118,25 @@ describe('POST /messages: duplicates and idempotency', () => {
     assert.equal(inSession.json().status, 'completed');
   });
 
+  test('a duplicate of a message the agent failed on says so: the error turn as reply, and error', async () => {
+    const u = await t.userWithAgent();
+    const first = await send(t, u, { text: '!fail' });
+    assert.equal(first.statusCode, 502);
+    const again = await send(t, u, { text: '!fail' });
+    assert.equal(again.statusCode, 200, again.body);
+    const body = again.json();
+    assert.equal(body.status, 'duplicate');
+    assert.equal(body.session_id, first.json().session_id);
+    assert.equal(body.error, 'agent_failed');
+    const page = (await transcript(t, u, body.session_id)).json();
+    assert.equal(page.messages.length, 2, 'no new turn');
+    assert.deepEqual({ reply: body.reply, reply_ts: body.reply_ts }, { reply: page.messages[1].text, reply_ts: page.messages[1].ts });
+    assert.equal(page.messages[1].error, 'agent_failed');
+    // A duplicate of a message that succeeded carries no error field.
+    await send(t, u, { text: 'fine words' });
+    assert.equal((await send(t, u, { text: 'fine words' })).json().error, undefined);
+  });
+
   test('identical requests arriving at the same instant start exactly one turn', async () => {
     const u = await t.userWithAgent();
     const results = await Promise.all(Array.from({ length: 8 }, () => send(t, u, { text: 'at once' })));

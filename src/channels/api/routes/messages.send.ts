@@ -7,8 +7,10 @@ import { BODY_PROBLEMS, COMMON_PROBLEMS, ProblemSchema } from '../schemas.ts';
 
 const SendBody = z.object({
   text: z.string().meta({ description: 'The message, 1–32,000 characters, not blank.', example: 'Summarise my unread email.' }),
-  session_id: z.string().min(1).max(64).optional().meta({ description: 'Continue this session (it keeps its agent).' }),
-  agent_id: z.string().min(1).max(64).optional().meta({ description: 'For a new session: the agent to talk to. Optional when you can message only one agent.' }),
+  // No length bound of their own (the body's 1 MiB bounds them): an id that cannot be one is
+  // simply not found, as on every other route.
+  session_id: z.string().min(1).optional().meta({ description: 'Continue this session (it keeps its agent). An unknown id is 404 session_not_found.' }),
+  agent_id: z.string().min(1).optional().meta({ description: 'For a new session: the agent to talk to. Optional when you can message only one agent. An unknown id is 404 agent_not_found.' }),
 });
 
 const SendHeaders = z.object({
@@ -26,12 +28,19 @@ export const SendResultSchema = z.object({
   message_ts: z.string().meta({ description: 'ts of your message in the transcript.' }),
   reply: z.string().optional().meta({ description: 'Present when completed (or a duplicate whose original finished).' }),
   reply_ts: z.string().optional(),
+  error: z.string().optional().meta({
+    description: 'Only on a duplicate of a message the agent failed on (e.g. `agent_failed`): `reply` is then the error turn of the transcript.',
+  }),
 }).meta({ id: 'SendResult' });
 
-/** `Prefer: wait=N` (RFC 7240) → seconds, or undefined when absent or not a number. */
+/**
+ * `Prefer: wait=N` (RFC 7240) → seconds, or undefined when absent or not a number. `wait` counts
+ * only as a preference of its own (first, or after a comma), not as a parameter of another
+ * (`handling=lenient; wait=1` prefers lenient handling and says nothing of waiting).
+ */
 export function preferredWaitSeconds(prefer: string | undefined): number | undefined {
   if (!prefer) return undefined;
-  const match = /(?:^|[,;\s])wait\s*=\s*"?(\d+)"?(?=$|[,;\s])/i.exec(prefer);
+  const match = /(?:^|,)[ \t]*wait[ \t]*=[ \t]*"?(\d+)"?[ \t]*(?=$|[,;])/i.exec(prefer);
   return match ? Number(match[1]) : undefined; // huge values become Infinity-like and are capped below
 }
 
