@@ -6,7 +6,7 @@ import { jsonSchemaTransform, jsonSchemaTransformObject, validatorCompiler } fro
 import { API_PREFIX, apiChannel } from './channels/api/index.ts';
 import { clientErrorProblem, installErrorHandling } from './channels/api/plugins/errors.ts';
 import { webChannel } from './channels/web/index.ts';
-import { findNulCharacter, Problem } from './domain/problems.ts';
+import { findUnstorableText, Problem, UNSTORABLE_TEXT_RULE } from './domain/problems.ts';
 import { sendProblem } from './channels/api/problem-reply.ts';
 import { installMetrics } from './observability/metrics.ts';
 import type { Runtime } from './runtime.ts';
@@ -55,13 +55,14 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id);
   });
-  // No stored or queried text may hold U+0000 (PostgreSQL refuses it): a clear 422 instead of a
-  // 500, for every channel. Bulk routes judge their body's entries one by one instead (one bad
-  // entry never fails the others), so they opt out of the body check with `config.perEntryNul`.
+  // No stored or queried text may hold U+0000 (PostgreSQL refuses it) or a lone surrogate (stored
+  // altered): a clear 422 instead of a 500 or a changed text, for every channel. Bulk routes judge
+  // their body's entries one by one instead (one bad entry never fails the others), so they opt
+  // out of the body check with `config.perEntryTextCheck`.
   app.addHook('preValidation', async (request) => {
-    const perEntry = (request.routeOptions.config as { perEntryNul?: boolean } | undefined)?.perEntryNul === true;
-    const path = findNulCharacter(request.query) ?? findNulCharacter(request.params) ?? (perEntry ? null : findNulCharacter(request.body));
-    if (path !== null) throw Problem.validation([{ path, message: 'must not contain the NUL character (U+0000)' }]);
+    const perEntry = (request.routeOptions.config as { perEntryTextCheck?: boolean } | undefined)?.perEntryTextCheck === true;
+    const path = findUnstorableText(request.query) ?? findUnstorableText(request.params) ?? (perEntry ? null : findUnstorableText(request.body));
+    if (path !== null) throw Problem.validation([{ path, message: UNSTORABLE_TEXT_RULE }]);
   });
   app.addHook('onResponse', async (request, reply) => {
     request.log.info({

@@ -40,6 +40,17 @@ for (const [what, type] of [
   });
 }
 
+test('a directive with only whitespace where its summary or question goes is plain text: nothing drafted, nothing asked', async () => {
+  const u = await t.userWithAgent();
+  for (const text of ['!action email    ', '!action email \n\t ', '!ask text   ', `!ask-user ${u.email} text  \n`]) {
+    const sent = await send(t, u, text);
+    assert.equal(sent.reply, `You said: ${text}`, JSON.stringify(text));
+  }
+  const drafted = await t.runtime.store.db.selectFrom('actions').select('id').where('owner_user_id', '=', u.id).execute();
+  assert.equal(drafted.length, 0);
+  assert.deepEqual((await listQuestions(t, u)).json(), { questions: [] });
+});
+
 test('!ask-user with an unknown type asks nobody', async () => {
   const u = await t.userWithAgent();
   const sent = await send(t, u, `!ask-user ${u.email} choice:a||b ${unique('Which?')}`);

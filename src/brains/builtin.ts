@@ -25,7 +25,9 @@ export class BuiltinBrain implements Brain {
   }
 
   private async message(text: string, context: BrainContext): Promise<BrainResult> {
-    const trimmed = text.trimStart();
+    // Directives are read from the text without surrounding whitespace, so "!action email   "
+    // names no summary (plain text, as "!action email" is) rather than an empty one.
+    const trimmed = text.trim();
 
     const sleep = /^!sleep\s+(\d+)(?:\s+([\s\S]*))?$/.exec(trimmed);
     if (sleep) {

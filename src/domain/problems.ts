@@ -78,18 +78,29 @@ export function checkMessageText(text: unknown): string {
 }
 
 /**
- * Where a parsed JSON body holds a string with U+0000 (PostgreSQL text cannot store it), as a
- * dotted path; null when none does. Iterative, so a deeply nested body cannot overflow the stack.
+ * The one rule for text that no database here stores as it was sent: U+0000 (PostgreSQL refuses
+ * it) and a lone UTF-16 surrogate (not Unicode at all: stored as U+FFFD, so an answer or a
+ * summary would come back altered). Refused alike on every database.
  */
-export function findNulCharacter(value: unknown): string | null {
+export const UNSTORABLE_TEXT_RULE = 'must not contain the NUL character (U+0000) or a lone UTF-16 surrogate';
+
+export function isUnstorableText(value: string): boolean {
+  return value.includes('\u0000') || !value.isWellFormed();
+}
+
+/**
+ * Where a parsed JSON body holds unstorable text (see isUnstorableText), in a value or a key, as
+ * a dotted path; null when none does. Iterative, so a deeply nested body cannot overflow the stack.
+ */
+export function findUnstorableText(value: unknown): string | null {
   const stack: Array<{ value: unknown; path: string }> = [{ value, path: '' }];
   while (stack.length > 0) {
     const { value: current, path } = stack.pop()!;
     if (typeof current === 'string') {
-      if (current.includes('\u0000')) return path;
+      if (isUnstorableText(current)) return path;
     } else if (current !== null && typeof current === 'object') {
       for (const [key, child] of Object.entries(current)) {
-        if (key.includes('\u0000')) return path ? `${path}.${key}` : key;
+        if (isUnstorableText(key)) return path ? `${path}.${key}` : key;
         stack.push({ value: child, path: path ? `${path}.${key}` : key });
       }
     }

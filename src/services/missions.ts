@@ -2,7 +2,7 @@ import type { Kysely, Transaction } from 'kysely';
 import { z } from 'zod';
 import type { Brain } from '../brains/brain.ts';
 import { looksLikeId } from '../domain/ids.ts';
-import { isLongerThan, Problem, TEXT_MAX_LENGTH } from '../domain/problems.ts';
+import { isLongerThan, isUnstorableText, Problem, TEXT_MAX_LENGTH, UNSTORABLE_TEXT_RULE } from '../domain/problems.ts';
 import { enqueueJob, openContinuationPayloads } from '../engine/queue-sql.ts';
 import type { Stage, TurnEngine } from '../engine/turn-engine.ts';
 import type { Action, DB, MissionStatus, Question } from '../store/schema.ts';
@@ -17,16 +17,14 @@ export const REASON_MAX_LENGTH = 2000;
 export const DECISIONS = ['approve', 'approve_same_type', 'reject'] as const;
 export type Decision = (typeof DECISIONS)[number];
 
-/** PostgreSQL cannot store U+0000; bulk routes judge it per entry instead of failing the request. */
-const NUL_MESSAGE = 'must not contain the NUL character (U+0000)';
-const hasNul = (value: string): boolean => value.includes('\u0000');
+// Bulk routes judge unstorable text (see isUnstorableText) per entry instead of failing the request.
 
 /** One entry of POST /actions/decisions; checked per entry so that a bad one fails alone. */
 export const DecisionEntrySchema = z.object({
-  operation_id: z.string().refine((id) => !hasNul(id), NUL_MESSAGE),
+  operation_id: z.string().refine((id) => !isUnstorableText(id), UNSTORABLE_TEXT_RULE),
   decision: z.enum(DECISIONS),
   reason: z.string()
-    .refine((reason) => !hasNul(reason), NUL_MESSAGE)
+    .refine((reason) => !isUnstorableText(reason), UNSTORABLE_TEXT_RULE)
     .refine((reason) => !isLongerThan(reason, REASON_MAX_LENGTH), `must be at most ${REASON_MAX_LENGTH} characters`)
     .nullish(),
 });
@@ -213,8 +211,8 @@ export class MissionsService {
     const alreadyAnswered: AnswerResult = {
       request_id: requestId, ok: false, error: { code: 'already_answered', message: 'This question already has an accepted answer.' },
     };
-    if (requestId !== null && hasNul(requestId)) {
-      return { request_id: requestId, ok: false, error: { code: 'not_found', message: `No question has this request_id: it ${NUL_MESSAGE}.` } };
+    if (requestId !== null && isUnstorableText(requestId)) {
+      return { request_id: requestId, ok: false, error: { code: 'not_found', message: `No question has this request_id: it ${UNSTORABLE_TEXT_RULE}.` } };
     }
     if (requestId === null || !looksLikeId('question', requestId)) return notFound;
 
@@ -232,8 +230,11 @@ export class MissionsService {
     if (typeof text !== 'string') {
       return { request_id: requestId, ok: true, accepted: false, reason: 'The answer is missing: send it as a string in `text`.' };
     }
-    if (hasNul(text)) {
-      return { request_id: requestId, ok: true, accepted: false, reason: 'The NUL character (U+0000) is not allowed in an answer; an answer without it is missing.' };
+    if (isUnstorableText(text)) {
+      return {
+        request_id: requestId, ok: true, accepted: false,
+        reason: 'The NUL character (U+0000) and lone UTF-16 surrogates are not allowed in an answer; an answer without them is missing.',
+      };
     }
     if (isLongerThan(text, TEXT_MAX_LENGTH)) {
       return { request_id: requestId, ok: true, accepted: false, reason: `The answer is longer than ${TEXT_MAX_LENGTH} characters; a shorter answer is missing.` };

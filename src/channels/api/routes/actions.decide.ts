@@ -51,8 +51,8 @@ export const DecisionResultSchema = z.union([
 /** §5 Decide on pending actions, 1–100 at a time; one result per entry, in order. */
 export function decideActionsRoute(app: ApiApp, ctx: ApiContext): void {
   app.post('/actions/decisions', {
-    // A NUL character (U+0000) fails only the entry holding it (invalid_decision), not the request.
-    config: { perEntryNul: true },
+    // Unstorable text (U+0000, a lone surrogate) fails only the entry holding it (invalid_decision), not the request.
+    config: { perEntryTextCheck: true },
     schema: {
       operationId: 'decideActions',
       tags: ['Missions'],
@@ -60,7 +60,7 @@ export function decideActionsRoute(app: ApiApp, ctx: ApiContext): void {
       description: 'Settles each entry on its own: one bad entry never fails the others. An approval runs the action and the mission goes on; '
         + 'a rejection with a reason makes the agent re-plan, without one it stops the mission. Each outcome appears as an agent turn in the '
         + 'session\'s transcript. When two decisions race on one action, exactly one wins; the other gets `already_settled`. '
-        + 'An entry holding the NUL character (U+0000) is `invalid_decision`.',
+        + 'An entry holding the NUL character (U+0000) or a lone UTF-16 surrogate is `invalid_decision`.',
       body: bulkBody('decisions', DecisionEntryDoc, 'A JSON array of 1–100 decisions, or `{ "decisions": [...] }`.'),
       response: {
         200: z.object({ results: z.array(DecisionResultSchema) }),

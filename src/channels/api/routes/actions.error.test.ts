@@ -146,11 +146,13 @@ test('a NUL character (U+0000) in one decision fails that entry alone as invalid
     { operation_id: good.operationId, decision: 'reject', reason: 'not like this' },
     { operation_id: withNulReason.operationId, decision: 'reject', reason: 'bad\u0000reason' },
     { operation_id: withNulReason.operationId, decision: 'approve', reason: 'ignored, but still no \u0000' },
+    { operation_id: withNulReason.operationId, decision: 'reject', reason: 'a lone \udc00 surrogate' },
   ]);
   assert.equal(res.statusCode, 200, res.body);
   const results = res.json().results;
   assert.deepEqual(results.map((r: { ok: boolean; outcome?: string; error?: { code: string } }) => (r.ok ? r.outcome : r.error!.code)),
-    ['invalid_decision', 'rejected', 'invalid_decision', 'invalid_decision']);
+    ['invalid_decision', 'rejected', 'invalid_decision', 'invalid_decision', 'invalid_decision']);
+  assert.match(results[4].error.message, /^reason: .*lone UTF-16 surrogate/);
   assert.equal(results[0].operation_id, 'op_abc\u0000def', 'echoed as sent');
   assert.match(results[0].error.message, /^operation_id: .*NUL character/);
   assert.match(results[2].error.message, /^reason: .*NUL character/);

@@ -163,3 +163,18 @@ test('a NUL character anywhere in the body is a 422 naming the field, on every d
   assert.equal(agent.statusCode, 422);
   assert.equal(await turnCount(), before);
 });
+
+test('a lone UTF-16 surrogate is a 422 naming the field too: stored, it would come back altered', async () => {
+  const u = await t.userWithAgent();
+  const before = await turnCount();
+  for (const text of ['a\ud800b', 'ends high \ud83d', '\ude00 starts low']) {
+    const res = await send(t, u, { text });
+    assert.equal(res.statusCode, 422, JSON.stringify(text));
+    assert.equal(res.json().code, 'validation_failed');
+    assert.deepEqual(res.json().errors.map((e: any) => e.path), ['text']);
+    assert.match(res.json().errors[0].message, /lone UTF-16 surrogate/);
+  }
+  assert.equal(await turnCount(), before);
+  // A surrogate pair (an emoji) is ordinary text, and comes back as sent.
+  assert.equal((await send(t, u, { text: 'pair 😀' })).json().reply, 'You said: pair 😀');
+});

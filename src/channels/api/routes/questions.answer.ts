@@ -29,15 +29,15 @@ export const AnswerResultSchema = z.union([
 /** §6 Answer open questions, 1–100 at a time; one result per entry, in order. */
 export function answerQuestionsRoute(app: ApiApp, ctx: ApiContext): void {
   app.post('/questions/answers', {
-    // A NUL character (U+0000) fails only the entry holding it, not the request.
-    config: { perEntryNul: true },
+    // Unstorable text (U+0000, a lone surrogate) fails only the entry holding it, not the request.
+    config: { perEntryTextCheck: true },
     schema: {
       operationId: 'answerQuestions',
       tags: ['Missions'],
       summary: 'Answer open questions',
       description: 'The person asked and the mission\'s owner may both answer; the first accepted answer wins and resumes the mission exactly once. '
         + 'An answer that does not fit is refused (`accepted: false`) with a reason naming what is missing; so is one whose `text` '
-        + 'holds the NUL character (U+0000). A `request_id` holding it is `not_found`.',
+        + 'holds the NUL character (U+0000) or a lone UTF-16 surrogate. A `request_id` holding one is `not_found`.',
       body: bulkBody('answers', AnswerEntryDoc, 'A JSON array of 1–100 answers, or `{ "answers": [...] }`.'),
       response: {
         200: z.object({ results: z.array(AnswerResultSchema) }),

@@ -95,17 +95,21 @@ test('a NUL character (U+0000) in one answer fails that entry alone; the others 
   const res = await postAnswers(t, owner, [
     { request_id: 'req_abc\u0000def', text: 'x' },
     { request_id: first.requestId, text: 'half\u0000an answer' },
+    { request_id: first.requestId, text: 'a lone \ud800 surrogate' },
     { request_id: second.requestId, text: 'a fine answer' },
   ]);
   assert.equal(res.statusCode, 200, res.body);
-  const [badId, badText, good] = res.json().results;
+  const [badId, badText, loneSurrogate, good] = res.json().results;
   assert.equal(badId.ok, false);
   assert.equal(badId.error.code, 'not_found');
   assert.equal(badId.request_id, 'req_abc\u0000def', 'echoed as sent');
   assert.match(badId.error.message, /NUL character/);
   assert.deepEqual(Object.keys(badText).sort(), ['accepted', 'ok', 'reason', 'request_id']);
   assert.equal(badText.accepted, false);
-  assert.match(badText.reason, /NUL character \(U\+0000\) is not allowed/);
+  assert.match(badText.reason, /NUL character \(U\+0000\) and lone UTF-16 surrogates are not allowed/);
+  // Stored, it would come back as U+FFFD: "Noted: a lone � surrogate" would not be what was sent.
+  assert.equal(loneSurrogate.accepted, false);
+  assert.match(loneSurrogate.reason, /lone UTF-16 surrogates are not allowed/);
   assert.deepEqual(good, { request_id: second.requestId, ok: true, accepted: true });
   // The refused one stays open and adds no turn; the accepted one continues once.
   assert.deepEqual((await listQuestions(t, owner)).json().questions.map((q: { request_id: string }) => q.request_id), [first.requestId]);
