@@ -14,3 +14,10 @@ test('RATE_LIMIT_STORE=postgres needs a PostgreSQL DATABASE_URL', () => {
   assert.throws(() => loadConfig({ RATE_LIMIT_STORE: 'postgres' }), /needs a PostgreSQL DATABASE_URL/);
   assert.equal(loadConfig({ RATE_LIMIT_STORE: 'postgres', DATABASE_URL: 'postgres://127.0.0.1/x' }).rateLimitStore, 'postgres');
 });
+
+test('SQLITE_SYNCHRONOUS is full unless set to normal; anything else is refused', () => {
+  assert.equal(loadConfig({}).sqliteSynchronous, 'full');
+  assert.equal(loadConfig({ SQLITE_SYNCHRONOUS: 'normal' }).sqliteSynchronous, 'normal');
+  assert.equal(loadConfig({ SQLITE_SYNCHRONOUS: 'FULL' }).sqliteSynchronous, 'full');
+  assert.throws(() => loadConfig({ SQLITE_SYNCHRONOUS: 'off' }), /^Error: SQLITE_SYNCHRONOUS must be "full" or "normal" \(got "off"\)$/);
+});

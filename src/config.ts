@@ -1,4 +1,5 @@
 import { isRateLimitStore, POSTGRES_LIMITER_NEEDS_POSTGRES, RATE_LIMIT_STORES, type RateLimitStore } from './ratelimit/select.ts';
+import { SQLITE_SYNCHRONOUS_MODES, type SqliteSynchronous } from './store/node-sqlite-adapter.ts';
 import { DEFAULT_DATABASE_URL, isPostgresUrl } from './store/store.ts';
 
 /** Every server setting, read from the environment once. README lists each of them. */
@@ -6,6 +7,7 @@ export interface Config {
   port: number;
   host: string;
   databaseUrl: string;
+  sqliteSynchronous: SqliteSynchronous;
   logLevel: string;
   waitCeilingMs: number;
   duplicateWindowMs: number;
@@ -46,10 +48,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   // Refused here already, so that a misconfigured server stops before it opens anything.
   if (rateLimitStore === 'postgres' && !isPostgresUrl(env.DATABASE_URL ?? '')) throw new Error(POSTGRES_LIMITER_NEEDS_POSTGRES);
+  const sqliteSynchronous = (env.SQLITE_SYNCHRONOUS || 'full').toLowerCase();
+  if (!SQLITE_SYNCHRONOUS_MODES.includes(sqliteSynchronous as SqliteSynchronous)) {
+    throw new Error(`SQLITE_SYNCHRONOUS must be ${SQLITE_SYNCHRONOUS_MODES.map((mode) => `"${mode}"`).join(' or ')} (got "${env.SQLITE_SYNCHRONOUS}")`);
+  }
   return {
     port: int(env, 'PORT', 8080, 0, 65535),
     host: env.HOST || '127.0.0.1',
     databaseUrl: env.DATABASE_URL || DEFAULT_DATABASE_URL,
+    sqliteSynchronous: sqliteSynchronous as SqliteSynchronous,
     logLevel: env.LOG_LEVEL || 'info',
     waitCeilingMs: int(env, 'WAIT_CEILING_MS', 25_000, 0, 600_000),
     duplicateWindowMs: int(env, 'DUPLICATE_WINDOW_MS', 10_000, 0, 3_600_000),

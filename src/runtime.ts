@@ -26,7 +26,7 @@ export async function createRuntime(
   config: Config, storeOptions: OpenStoreOptions = {}, logError: (error: unknown, context: string) => void = () => {},
   tools: ToolRegistry = builtinToolRegistry(),
 ): Promise<Runtime> {
-  const store = await openStore(config.databaseUrl, storeOptions);
+  const store = await openStore(config.databaseUrl, { sqliteSynchronous: config.sqliteSynchronous, ...storeOptions });
   let engine: TurnEngine | undefined;
   const bus: Bus = store.dialect === 'postgres'
     ? await PostgresBus.connect(splitSchemaParam(config.databaseUrl).url, store.pgSchema, () => engine?.kick())

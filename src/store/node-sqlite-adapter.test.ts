@@ -88,3 +88,18 @@ test('a commit by another connection seen during a read snapshot still moves the
     assert.ok(reader.accountGeneration() > before, 'seen once the snapshot is over');
   });
 });
+
+test('a commit is synced to disk (synchronous FULL) unless the operator chose normal', () => {
+  withDatabaseFile((_open, path) => {
+    const synchronous = (database: NodeSqliteDatabase) => (database.raw.prepare('PRAGMA synchronous').get() as { synchronous: number }).synchronous;
+    const byDefault = openNodeSqlite(path);
+    const normal = openNodeSqlite(path, 'normal');
+    try {
+      assert.equal(synchronous(byDefault), 2, 'FULL: what a client was told was accepted survives a power cut');
+      assert.equal(synchronous(normal), 1, 'NORMAL');
+    } finally {
+      normal.close();
+      byDefault.close();
+    }
+  });
+});

@@ -26,10 +26,19 @@ export interface NodeSqliteDatabase extends SqliteDatabase {
  * (better-sqlite3 is a native addon; here it could only be built against the system Node's
  * headers, not the pinned Node 24's, so the built-in driver is the dependable choice.)
  */
-export function openNodeSqlite(path: string): NodeSqliteDatabase {
+/**
+ * How a commit reaches the disk. `full`: the log is synced at every commit, so what a client was
+ * told was accepted survives a power cut or an OS crash too (a grouped commit shares one sync
+ * among all of its requests). `normal`: synced only at checkpoints; faster, and safe against a
+ * crash of this process, but the last commits may be lost with the machine.
+ */
+export type SqliteSynchronous = 'full' | 'normal';
+export const SQLITE_SYNCHRONOUS_MODES: readonly SqliteSynchronous[] = ['full', 'normal'];
+
+export function openNodeSqlite(path: string, synchronous: SqliteSynchronous = 'full'): NodeSqliteDatabase {
   const db = new DatabaseSync(path);
   db.exec('PRAGMA journal_mode = WAL');
-  db.exec('PRAGMA synchronous = NORMAL');
+  db.exec(`PRAGMA synchronous = ${synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
   db.exec('PRAGMA foreign_keys = ON');
   db.exec('PRAGMA busy_timeout = 5000'); // the CLI may write while the server runs
   // When a unit of a batch fails, the engine runs the batch again with each unit in a savepoint;

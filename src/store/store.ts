@@ -4,7 +4,7 @@ import { Kysely, SqliteDialect, sql } from 'kysely';
 import { Migrator, type Migration } from 'kysely/migration';
 import pg from 'pg';
 import type { DB } from './schema.ts';
-import { openNodeSqlite } from './node-sqlite-adapter.ts';
+import { openNodeSqlite, type SqliteSynchronous } from './node-sqlite-adapter.ts';
 import { CurrentSchemaPostgresDialect, NamedStatementClient } from './postgres-dialect.ts';
 import { runPreparedDirectly } from './prepared.ts';
 import { SqliteCheckpointer } from './sqlite-checkpointer.ts';
@@ -41,6 +41,8 @@ export interface OpenStoreOptions {
   /** PostgreSQL: use (and create) this schema instead of `public`. */
   pgSchema?: string;
   pgPoolSize?: number;
+  /** SQLite: when commits are synced to disk (see SqliteSynchronous); `full` unless set. */
+  sqliteSynchronous?: SqliteSynchronous;
 }
 
 // bigint columns (ids of turns and jobs) come back as numbers; they stay far below 2^53.
@@ -55,7 +57,7 @@ export const isPostgresUrl = (url: string): boolean => url.startsWith('postgres:
 export async function openStore(url: string = DEFAULT_DATABASE_URL, options: OpenStoreOptions = {}): Promise<Store> {
   const store = isPostgresUrl(url)
     ? await openPostgres(url, options)
-    : openSqlite(url);
+    : openSqlite(url, options.sqliteSynchronous);
   try {
     await migrate(store);
   } catch (error) {
@@ -65,13 +67,13 @@ export async function openStore(url: string = DEFAULT_DATABASE_URL, options: Ope
   return store;
 }
 
-function openSqlite(url: string): Store {
+function openSqlite(url: string, synchronous: SqliteSynchronous | undefined): Store {
   if (!url.startsWith('sqlite:')) {
     throw new Error(`DATABASE_URL must start with sqlite: or postgres:// (got "${url.split(':')[0]}:…")`);
   }
   const path = url.slice('sqlite:'.length) || DEFAULT_DATABASE_URL.slice('sqlite:'.length);
   if (path !== ':memory:') mkdirSync(dirname(resolve(path)), { recursive: true });
-  const database = openNodeSqlite(path);
+  const database = openNodeSqlite(path, synchronous);
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database }) });
   runPreparedDirectly(db, database);
   let checkpointer: SqliteCheckpointer | null = null;
