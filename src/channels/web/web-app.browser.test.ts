@@ -1,8 +1,10 @@
 /**
  * The web app in a real browser (Debian's chromium driven by playwright-core), as a new user
  * would go through it: sign up → agent → key (shown once) → the key works → revoke → 401 →
- * inbox (approve an action, answer a question) → transcript → chat. Writes a screenshot of
- * every page at desktop and phone widths to docs/screenshots/.
+ * inbox (approve an action, answer a question) → transcript → chat. Takes a screenshot of
+ * every page at desktop and phone widths: into docs/screenshots/ with UPDATE_SCREENSHOTS=1 (they
+ * differ on every run, by ids and times, so a plain `npm test` leaves the committed ones alone
+ * and writes its own to a temporary folder).
  */
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -14,7 +16,9 @@ import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { API, startTestApp, type TestApp } from '../../testing/harness.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
-const SHOTS = fileURLToPath(new URL('../../../docs/screenshots/', import.meta.url));
+const SHOTS = process.env.UPDATE_SCREENSHOTS === '1'
+  ? fileURLToPath(new URL('../../../docs/screenshots/', import.meta.url))
+  : mkdtempSync(join(tmpdir(), 'agent-channel-screenshots-'));
 const DESKTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };
 
@@ -48,6 +52,7 @@ before(async () => {
 });
 
 after(async () => {
+  if (process.env.UPDATE_SCREENSHOTS !== '1') rmSync(SHOTS, { recursive: true, force: true });
   if (skip) return;
   await context?.close();
   await t?.close();
