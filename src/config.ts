@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { isRateLimitStore, POSTGRES_LIMITER_NEEDS_POSTGRES, RATE_LIMIT_STORES, type RateLimitStore } from './ratelimit/select.ts';
 import { SQLITE_SYNCHRONOUS_MODES, type SqliteSynchronous } from './store/node-sqlite-adapter.ts';
 import { DEFAULT_DATABASE_URL, isPostgresUrl } from './store/store.ts';
@@ -24,7 +25,8 @@ export interface Config {
   shutdownGraceMs: number;
   scryptCostLog2: number;
   webSessionIdleMinutes: number;
-  trustProxy: boolean;
+  /** Fastify's trustProxy: which proxies in front may name the client (see parseTrustProxy). */
+  trustProxy: boolean | number | string[];
   instanceId: string;
 }
 
@@ -36,6 +38,36 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number
     throw new Error(`${name} must be an integer between ${min} and ${max} (got "${raw}")`);
   }
   return value;
+}
+
+// Named ranges that proxy-addr (Fastify's trustProxy) knows.
+const NAMED_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+function isAddressOrRange(entry: string): boolean {
+  if (NAMED_RANGES.has(entry)) return true;
+  const [address, bits, extra] = entry.split('/');
+  const version = isIP(address ?? '');
+  if (version === 0 || extra !== undefined) return false;
+  if (bits === undefined) return true;
+  return /^\d{1,3}$/.test(bits) && Number(bits) <= (version === 4 ? 32 : 128);
+}
+
+/**
+ * TRUST_PROXY → which hops of X-Forwarded-For to believe (client IP for the log-in throttle,
+ * https for Secure cookies). A number counts the proxies in front of the server (1: one reverse
+ * proxy, whose own entry names the client); a list names the proxies' addresses or ranges.
+ * `true` believes every hop, so a client can name any IP it likes unless the proxy replaces the
+ * header rather than appending to it.
+ */
+export function parseTrustProxy(raw: string | undefined): boolean | number | string[] {
+  const value = (raw ?? '').trim();
+  if (value === '' || value === 'false' || value === '0') return false;
+  if (value === 'true') return true;
+  if (/^\d+$/.test(value) && Number(value) <= 100) return Number(value);
+  const entries = value.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
+  if (entries.length > 0 && entries.every(isAddressOrRange)) return entries;
+  throw new Error('TRUST_PROXY must be false, the number of proxies in front (e.g. 1), their addresses or ranges '
+    + `(e.g. 10.0.0.5,10.1.0.0/16,loopback), or true (believes every X-Forwarded-For hop) (got "${raw}")`);
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -74,7 +106,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     scryptCostLog2: int(env, 'SCRYPT_COST_LOG2', 17, 10, 20),
     webSessionIdleMinutes: int(env, 'WEB_SESSION_IDLE_MINUTES', 120, 1, 60 * 24 * 30),
-    trustProxy: env.TRUST_PROXY === 'true',
+    trustProxy: parseTrustProxy(env.TRUST_PROXY),
     instanceId: env.INSTANCE_ID || `${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
   };
 }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { startTestApp, type TestApp } from '../../testing/harness.ts';
+import { startTestApp, type TestApp, withTestApp } from '../../testing/harness.ts';
 import { safeNext } from './context.ts';
 import { WebClient } from './web-client.test-helper.ts';
 
@@ -175,6 +175,26 @@ test('log-in attempts are throttled per IP address across accounts', async () =>
   const other = new WebClient(t, { ip: '10.1.2.4' });
   await other.get('/login');
   assert.equal((await other.post('/login', { email: 'nobody@example.test', password: 'wrong password' })).statusCode, 401);
+});
+
+test('behind one proxy (TRUST_PROXY=1), a client cannot name its own address: the proxy\'s entry counts', async () => {
+  const spoofing = async (trustProxy: number | boolean) => withTestApp(async (proxied) => {
+    // The proxy (this client's remote address) appends the real client, 198.51.100.7, after whatever the client sent.
+    const web = new WebClient(proxied, { ip: '10.30.0.1' });
+    await web.get('/login', { 'x-forwarded-for': '198.51.100.7' });
+    const codes: number[] = [];
+    for (let i = 0; i < 35; i++) {
+      const res = await web.post('/login', { email: `sprayed-${i}@example.test`, password: 'wrong password' },
+        { 'x-forwarded-for': `203.0.113.${i}, 198.51.100.7` });
+      codes.push(res.statusCode);
+    }
+    return codes;
+  }, { trustProxy });
+  const oneHop = await spoofing(1);
+  assert.equal(oneHop.filter((c) => c === 401).length, 30, oneHop.join(','));
+  assert.equal(oneHop.filter((c) => c === 429).length, 5);
+  // Believing every hop (TRUST_PROXY=true) lets the client choose: the README warns of it.
+  assert.equal((await spoofing(true)).filter((c) => c === 429).length, 0);
 });
 
 test('parallel wrong passwords are throttled too: each attempt counts when it starts', async () => {

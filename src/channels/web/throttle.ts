@@ -1,3 +1,5 @@
+import { hash } from 'node:crypto';
+
 /**
  * Log-in and sign-up throttle, in memory, per instance: with several instances an attacker gets
  * at most (instances × limit) tries per window, which is still slow against scrypt.
@@ -14,12 +16,21 @@ export interface ThrottleOptions {
   windowMs: number;
   signupPerIp: number;
   signupWindowMs: number;
+  /**
+   * The most accounts and IPs counted at once. Past it the one counted least recently is
+   * forgotten, so a flood of made-up emails or addresses costs bounded memory and no scan.
+   */
+  maxKeys: number;
 }
 
 export const DEFAULT_THROTTLE: ThrottleOptions = {
   perAccount: 5, perIp: 30, windowMs: 15 * 60_000,
   signupPerIp: 10, signupWindowMs: 15 * 60_000,
+  maxKeys: 100_000,
 };
+
+/** Keys that have counted nothing for a whole window are dropped at most this often (one pass). */
+const SWEEP_EVERY_MS = 60_000;
 
 /** A log-in attempt that was let through; hand it back to `succeeded` when the password was right. */
 export interface LoginAttempt {
@@ -28,12 +39,25 @@ export interface LoginAttempt {
   at: number;
 }
 
+/**
+ * What is counted, as a key of fixed size: a client may send an email (or, through a proxy it
+ * is trusted on, an address) of any length, and none of it needs keeping.
+ */
+export const keyOf = (kind: 'a' | 'i' | 's', value: string): string => `${kind}:${hash('sha256', value, 'base64url')}`;
+
 export class LoginThrottle {
+  // Least recently counted first (a key is moved to the end each time it counts).
   private readonly attempts = new Map<string, number[]>();
   private readonly options: ThrottleOptions;
+  private lastSweep = 0;
 
   constructor(options: Partial<ThrottleOptions> = {}) {
     this.options = { ...DEFAULT_THROTTLE, ...options };
+  }
+
+  /** How many accounts and IPs are being counted now (tests and diagnostics). */
+  get keysHeld(): number {
+    return this.attempts.size;
   }
 
   /**
@@ -42,17 +66,19 @@ export class LoginThrottle {
    */
   beginLogin(email: string, ip: string, now = Date.now()): { retryAfter: number } | { attempt: LoginAttempt } {
     const { perAccount, perIp, windowMs } = this.options;
-    const wait = Math.max(this.waitFor(`a:${email}`, perAccount, windowMs, now), this.waitFor(`i:${ip}`, perIp, windowMs, now));
+    const account = keyOf('a', email);
+    const address = keyOf('i', ip);
+    const wait = Math.max(this.waitFor(account, perAccount, windowMs, now), this.waitFor(address, perIp, windowMs, now));
     if (wait > 0) return { retryAfter: wait };
-    this.record(`a:${email}`, now, windowMs);
-    this.record(`i:${ip}`, now, windowMs);
+    this.record(account, now, windowMs);
+    this.record(address, now, windowMs);
     return { attempt: { email, ip, at: now } };
   }
 
   /** The password was right: this attempt is forgiven, and so are the account's earlier failures. */
   succeeded(attempt: LoginAttempt): void {
-    this.attempts.delete(`a:${attempt.email}`);
-    const list = this.attempts.get(`i:${attempt.ip}`);
+    this.attempts.delete(keyOf('a', attempt.email));
+    const list = this.attempts.get(keyOf('i', attempt.ip));
     const index = list ? list.indexOf(attempt.at) : -1;
     if (list && index >= 0) list.splice(index, 1);
   }
@@ -60,16 +86,19 @@ export class LoginThrottle {
   /** Starts a sign-up: 0 when it may go ahead (and it is counted), else the seconds to wait. */
   beginSignup(ip: string, now = Date.now()): number {
     const { signupPerIp, signupWindowMs } = this.options;
-    const wait = this.waitFor(`s:${ip}`, signupPerIp, signupWindowMs, now);
-    if (wait === 0) this.record(`s:${ip}`, now, signupWindowMs);
+    const key = keyOf('s', ip);
+    const wait = this.waitFor(key, signupPerIp, signupWindowMs, now);
+    if (wait === 0) this.record(key, now, signupWindowMs);
     return wait;
   }
 
   private record(key: string, now: number, windowMs: number): void {
     const list = this.recent(key, now, windowMs);
     list.push(now);
+    this.attempts.delete(key);
     this.attempts.set(key, list);
-    if (this.attempts.size > 100_000) this.prune(now);
+    this.sweep(now);
+    while (this.attempts.size > this.options.maxKeys) this.attempts.delete(this.attempts.keys().next().value!);
   }
 
   private recent(key: string, now: number, windowMs: number): number[] {
@@ -84,10 +113,13 @@ export class LoginThrottle {
     return Math.max(1, Math.ceil((oldestThatCounts + windowMs - now) / 1000));
   }
 
-  private prune(now: number): void {
+  /** Forgets keys with nothing left in any window: one pass, at most once a minute. */
+  private sweep(now: number): void {
+    if (now - this.lastSweep < SWEEP_EVERY_MS) return;
+    this.lastSweep = now;
     const longest = Math.max(this.options.windowMs, this.options.signupWindowMs);
-    for (const key of [...this.attempts.keys()]) {
-      if (this.recent(key, now, longest).length === 0) this.attempts.delete(key);
+    for (const [key, list] of this.attempts) {
+      if (list.every((at) => now - at >= longest)) this.attempts.delete(key);
     }
   }
 }
