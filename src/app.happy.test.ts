@@ -78,6 +78,8 @@ test('/docs serves the API explorer with its assets from this server, with no ou
   const html = page.statusCode === 302 ? await t.inject({ method: 'GET', url: String(page.headers.location) }) : page;
   assert.equal(html.statusCode, 200);
   assert.match(String(html.headers['content-type']), /text\/html/);
+  assert.equal(html.headers['x-frame-options'], 'DENY');
+  assert.equal(html.headers['content-security-policy'], "frame-ancestors 'none'");
   const assets = [...html.body.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]!);
   assert.ok(assets.length > 0);
   assert.ok(assets.includes('./static/swagger-initializer.js'));

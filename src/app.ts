@@ -93,7 +93,19 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     // Emits the schemas named with .meta({ id }) under components, which the routes' $refs point at.
     transformObject: jsonSchemaTransformObject,
   });
-  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { validatorUrl: null } as Record<string, unknown> });
+  await app.register(swaggerUi, {
+    routePrefix: '/docs',
+    uiConfig: { validatorUrl: null } as Record<string, unknown>,
+    // The explorer lives on the web app's origin: no other site may frame it (clickjacking).
+    uiHooks: {
+      onRequest: (_request, reply, done) => {
+        reply.header('X-Frame-Options', 'DENY');
+        reply.header('Content-Security-Policy', "frame-ancestors 'none'");
+        reply.header('X-Content-Type-Options', 'nosniff');
+        done();
+      },
+    },
+  });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   installMetrics(app);
