@@ -1,6 +1,7 @@
 /**
- * A/B: this tree against another revision, both servers up at once, loaded in short slices
- * that alternate which goes first. On a machine whose speed swings by tens of percent from one
+ * A/B: this tree against another revision, loaded in short slices that alternate which goes
+ * first, each slice on new server processes (a process keeps its own luck, up to a third either
+ * way, for its whole life). On a machine whose speed swings by tens of percent from one
  * minute to the next, two benchmark runs one after the other cannot show a 10 % change; slices
  * of a few seconds, side by side, can (an A/A run of this tool gives ratios within about 3 %).
  * SQLite by default, or DATABASE=postgres (a schema of its own for each server in the local
@@ -21,14 +22,19 @@ import pg from 'pg';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { alternatingRounds, API, HUGE_LIMIT, load, messageRequests, seedAccount, startServer, stopChildren, summarize, type RoundResult } from './lib.ts';
+import {
+  alternatingRounds, API, HUGE_LIMIT, load, messageRequests, roundOnFreshServer, seedAccount, startServer, stopChildren, stopServer, summarize,
+  type RoundResult,
+} from './lib.ts';
 
 const BASE = process.env.BASE;
 const ROUTE = process.env.ROUTE ?? 'messages';
 const SLICES = Number(process.env.SLICES ?? 8);
 const SLICE_SECONDS = Number(process.env.SLICE_SECONDS ?? 2);
-// Also how much each database grows first: some costs show only on a database grown by use.
+// How much each database grows first: some costs show only on a database grown by use.
 const WARMUP_SECONDS = Number(process.env.WARMUP_SECONDS ?? 2);
+// Each slice runs on new server processes (see roundOnFreshServer), warmed this long first.
+const PROCESS_WARMUP_SECONDS = 2;
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? (ROUTE === 'agents' ? 10 : 50));
 const DATABASE = process.env.DATABASE ?? 'sqlite';
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -70,11 +76,21 @@ async function serverOf(tree: string, name: string) {
   };
   const cliPath = join(tree, 'bin', 'agent-channel.js');
   const { agentIds, token } = seedAccount(env, ROUTE === 'messages' ? AGENTS : 1, cliPath);
-  const origin = await startServer([cliPath, 'serve'], env, '/readyz');
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
-  return (seconds: number): Promise<RoundResult> => (ROUTE === 'messages'
+  const run = (origin: string, seconds: number): Promise<RoundResult> => checked(ROUTE === 'messages'
     ? load({ url: origin, connections: CONNECTIONS, duration: seconds, headers, requests: messageRequests(agentIds) })
     : load({ url: `${origin}${API}/agents`, connections: CONNECTIONS, duration: seconds, headers }));
+  // The database grows first, on a server of its own.
+  const grower = await startServer([cliPath, 'serve'], env, '/readyz');
+  await run(grower, WARMUP_SECONDS);
+  await stopServer(grower);
+  return roundOnFreshServer([cliPath, 'serve'], env, '/readyz', PROCESS_WARMUP_SECONDS, run);
+}
+
+async function checked(pending: Promise<RoundResult>): Promise<RoundResult> {
+  const result = await pending;
+  if (result.non2xx > 0) throw new Error(`${result.non2xx} non-2xx answers`);
+  return result;
 }
 
 try {
@@ -82,16 +98,9 @@ try {
   symlinkSync(join(here, 'node_modules'), join(baseTree, 'node_modules'));
   const runBase = await serverOf(baseTree, 'base');
   const runThis = await serverOf(here, 'this');
-  const checked = async (run: (seconds: number) => Promise<RoundResult>, seconds: number) => {
-    const result = await run(seconds);
-    if (result.non2xx > 0) throw new Error(`${result.non2xx} non-2xx answers`);
-    return result;
-  };
-  await checked(runBase, WARMUP_SECONDS);
-  await checked(runThis, WARMUP_SECONDS);
-  console.log(`${ROUTE === 'messages' ? 'POST /messages' : 'GET /agents'}, ${CONNECTIONS} connections, on ${DATABASE}; ${WARMUP_SECONDS} s of warm-up each, then ${SLICES} slices of ${SLICE_SECONDS} s each; base ${BASE} (${baseRevision.slice(0, 7)}) against this tree`);
+  console.log(`${ROUTE === 'messages' ? 'POST /messages' : 'GET /agents'}, ${CONNECTIONS} connections, on ${DATABASE}; each database grown for ${WARMUP_SECONDS} s, then ${SLICES} slices of ${SLICE_SECONDS} s, each on new server processes warmed for ${PROCESS_WARMUP_SECONDS} s; base ${BASE} (${baseRevision.slice(0, 7)}) against this tree`);
   // "ours" is this tree and "bare" the base revision, in the shared helpers' words.
-  const summary = summarize(await alternatingRounds(SLICES, () => checked(runThis, SLICE_SECONDS), () => checked(runBase, SLICE_SECONDS),
+  const summary = summarize(await alternatingRounds(SLICES, () => runThis(SLICE_SECONDS), () => runBase(SLICE_SECONDS),
     'req/s', { ours: 'this', bare: 'base' }));
   console.log(`
 | medians over ${SLICES} slices | per second | p50 (ms) | p99 (ms) | server CPU per request (µs) |

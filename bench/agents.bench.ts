@@ -13,7 +13,10 @@ import { join } from 'node:path';
 import { MemoryRateLimiter } from '../src/ratelimit/memory.ts';
 import { KeysService } from '../src/services/keys.ts';
 import { openStore } from '../src/store/store.ts';
-import { alternatingRounds, CLI, HUGE_LIMIT, load as loadRound, percentile, seedAccount, startServer, stopChildren, summarize, type RoundResult } from './lib.ts';
+import {
+  alternatingRounds, CLI, HUGE_LIMIT, load as loadRound, percentile, roundOnFreshServer, seedAccount, startServer, stopChildren, stopServer,
+  summarize, type RoundResult,
+} from './lib.ts';
 
 const ROUNDS = Number(process.env.ROUNDS ?? 5);
 const ROUND_SECONDS = Number(process.env.ROUND_SECONDS ?? 8);
@@ -64,18 +67,21 @@ try {
   const { token } = seedAccount(env, 1);
   const authorization = `Bearer ${token}`;
 
-  const ours = await startServer([CLI, 'serve'], env, '/readyz');
-  const body = await (await fetch(ours + PATH, { headers: { authorization } })).text();
-  const bare = await startServer([join(import.meta.dirname, 'bare-server.ts')], { ...env, BODY_JSON: body }, PATH);
+  // What ours answers is what the bare route must answer, byte for byte.
+  const probe = await startServer([CLI, 'serve'], env, '/readyz');
+  const body = await (await fetch(probe + PATH, { headers: { authorization } })).text();
+  await stopServer(probe);
+  const bareArgs = [join(import.meta.dirname, 'bare-server.ts')];
+  const bareEnv = { ...env, BODY_JSON: body };
+  const bare = await startServer(bareArgs, bareEnv, PATH);
   if ((await (await fetch(bare + PATH)).text()) !== body) throw new Error('the bare route must return the same JSON');
+  await stopServer(bare);
 
-  console.log(`warm-up ${WARMUP_SECONDS} s each, then ${ROUNDS} alternating rounds of ${ROUND_SECONDS} s, ${CONNECTIONS} connections`);
-  await load(ours + PATH, authorization, WARMUP_SECONDS);
-  await load(bare + PATH, undefined, WARMUP_SECONDS);
-  const rounds = await alternatingRounds(ROUNDS,
-    () => load(ours + PATH, authorization, ROUND_SECONDS), () => load(bare + PATH, undefined, ROUND_SECONDS));
-  // Both servers stop before the micro-measure: it must have the cores (and the SQLite file) to itself.
-  await stopChildren();
+  console.log(`${ROUNDS} alternating rounds of ${ROUND_SECONDS} s, each on new server processes warmed for ${WARMUP_SECONDS} s, ${CONNECTIONS} connections`);
+  const runOurs = roundOnFreshServer([CLI, 'serve'], env, '/readyz', WARMUP_SECONDS, (origin, seconds) => load(origin + PATH, authorization, seconds));
+  const runBare = roundOnFreshServer(bareArgs, bareEnv, PATH, WARMUP_SECONDS, (origin, seconds) => load(origin + PATH, undefined, seconds));
+  const rounds = await alternatingRounds(ROUNDS, () => runOurs(ROUND_SECONDS), () => runBare(ROUND_SECONDS));
+  // No server runs during the micro-measure: it must have the cores (and the SQLite file) to itself.
 
   const micro = await microAuthAndRateLimit(authorization);
   const summary = summarize(rounds);

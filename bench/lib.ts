@@ -76,11 +76,44 @@ export async function startServer(args: string[], env: NodeJS.ProcessEnv, readyP
 }
 
 export async function stopChildren(): Promise<void> {
-  await Promise.all(children.splice(0).map((child) => new Promise((resolve) => {
+  await Promise.all(children.splice(0).map(stopChild));
+}
+
+function stopChild(child: ChildProcess): Promise<unknown> {
+  return new Promise((resolve) => {
     if (child.exitCode !== null) return resolve(null);
     child.once('exit', resolve);
     child.kill('SIGTERM');
-  })));
+  });
+}
+
+/** Stops the server started at `origin` (and forgets it). */
+export async function stopServer(origin: string): Promise<void> {
+  const pid = pidByOrigin.get(origin);
+  pidByOrigin.delete(origin);
+  const index = children.findIndex((child) => child.pid === pid);
+  if (index >= 0) await stopChild(children.splice(index, 1)[0]!);
+}
+
+/**
+ * One round's load on a server process of its own: started, warmed for `warmupSeconds`, loaded
+ * by `run`, stopped. A server process keeps the speed it happens to settle into (JIT, where the
+ * scheduler puts its threads) for its whole life, and that differs by up to a third between
+ * processes of the same code on this machine: rounds on one process would all share its luck,
+ * so every round gets new ones and the medians are over processes.
+ */
+export function roundOnFreshServer(
+  args: string[], env: NodeJS.ProcessEnv, readyPath: string, warmupSeconds: number, run: (origin: string, seconds: number) => Promise<RoundResult>,
+): (seconds: number) => Promise<RoundResult> {
+  return async (seconds) => {
+    const origin = await startServer(args, env, readyPath);
+    try {
+      if (warmupSeconds > 0) await run(origin, warmupSeconds);
+      return await run(origin, seconds);
+    } finally {
+      await stopServer(origin);
+    }
+  };
 }
 
 /** `cpuUs`: the server's CPU time per request in the round (its own work, not the load generator's). */

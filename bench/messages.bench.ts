@@ -15,7 +15,10 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { formatTs, nowMicros } from '../src/domain/turn-clock.ts';
 import { openStore } from '../src/store/store.ts';
-import { alternatingRounds, API, CLI, HUGE_LIMIT, load, median, messageRequests, seedAccount, startServer, stopChildren, summarize, type RoundResult } from './lib.ts';
+import {
+  alternatingRounds, API, CLI, HUGE_LIMIT, load, median, messageRequests, roundOnFreshServer, seedAccount, startServer, stopChildren, summarize,
+  type RoundResult,
+} from './lib.ts';
 
 const ROUNDS = Number(process.env.ROUNDS ?? 5);
 const ROUND_SECONDS = Number(process.env.ROUND_SECONDS ?? 8);
@@ -23,6 +26,7 @@ const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
 const AGENTS = Number(process.env.AGENTS ?? 50);
 const TRANSCRIPT_TURNS = 100_000;
 const DATABASE = process.env.DATABASE ?? 'sqlite';
+const WARMUP_SECONDS = 3;
 
 const dir = mkdtempSync(join(tmpdir(), 'agent-channel-bench-'));
 const schema = `bench_${process.pid}`;
@@ -42,25 +46,22 @@ try {
   const { agentIds, token } = seedAccount(env, AGENTS);
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
 
-  const ours = await startServer([CLI, 'serve'], env, '/readyz');
-  const bare = await startServer([join(import.meta.dirname, 'bare-http-server.ts')], env, '/');
-  const probe = await (await fetch(`${ours}${API}/messages`, { method: 'POST', headers, body: JSON.stringify({ text: 'probe', agent_id: agentIds[0] }) })).json() as any;
-  if (probe.status !== 'completed') throw new Error(`probe: ${JSON.stringify(probe)}`);
-
-  const runOurs = (seconds: number) => load({ url: ours, connections: CONNECTIONS, duration: seconds, headers, requests: messageRequests(agentIds) });
-  const runBare = (seconds: number) => load({
-    url: bare, connections: CONNECTIONS, duration: seconds, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: 'hello' }),
-  });
-  console.log(`${cpus().length} cores; ${DATABASE}; warm-up 3 s each, then ${ROUNDS} alternating rounds of ${ROUND_SECONDS} s, ${CONNECTIONS} connections, ${AGENTS} agents`);
-  await runOurs(3);
-  await runBare(3);
+  const runOurs = roundOnFreshServer([CLI, 'serve'], env, '/readyz', WARMUP_SECONDS,
+    (origin, seconds) => load({ url: origin, connections: CONNECTIONS, duration: seconds, headers, requests: messageRequests(agentIds) }));
+  const runBare = roundOnFreshServer([join(import.meta.dirname, 'bare-http-server.ts')], env, '/', WARMUP_SECONDS, (origin, seconds) => load({
+    url: origin, connections: CONNECTIONS, duration: seconds, method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: 'hello' }),
+  }));
+  console.log(`${cpus().length} cores; ${DATABASE}; ${ROUNDS} alternating rounds of ${ROUND_SECONDS} s, each on new server processes warmed for ${WARMUP_SECONDS} s, ${CONNECTIONS} connections, ${AGENTS} agents`);
   const rounds = await alternatingRounds(ROUNDS, async () => {
     const result = await runOurs(ROUND_SECONDS);
     if (result.non2xx > 0) throw new Error(`${result.non2xx} non-2xx answers from POST /messages`);
     return result;
   }, () => runBare(ROUND_SECONDS), 'turns/s');
-  // Every accepted request completed within the ceiling? Count what is still open.
+
+  // A server for the transcript part; a last message shows that the rounds left nothing behind.
+  const ours = await startServer([CLI, 'serve'], env, '/readyz');
   const status = await (await fetch(`${ours}${API}/messages`, { method: 'POST', headers, body: JSON.stringify({ text: 'final', agent_id: agentIds[0] }) })).json() as any;
+  if (status.status !== 'completed') throw new Error(`final message: ${JSON.stringify(status)}`);
 
   // The transcript: one session of 100,000 turns, written straight into the store.
   const sessionId = status.session_id as string;
