@@ -13,9 +13,6 @@ import type { Runtime } from './runtime.ts';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 
-/** A count of proxies as the function Fastify applies to it at run time (its types take no number). */
-const trustProxyOption = (trust: Runtime['config']['trustProxy']) =>
-  (typeof trust === 'number' ? (_address: string, hop: number) => hop < trust : trust);
 
 export interface AppOptions {
   /** pino options, or false for silence (tests). */
@@ -32,7 +29,7 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     bodyLimit: BODY_LIMIT_BYTES,
     genReqId: () => randomUUID(),
     requestIdHeader: false,
-    trustProxy: trustProxyOption(runtime.config.trustProxy),
+    trustProxy: runtime.config.trustProxy,
     return503OnClosing: true,
     // Valid JSON is parsed, whatever its keys: `__proto__` and `constructor.prototype` are
     // dropped (they can never be a field of ours) instead of failing the body as unparseable.

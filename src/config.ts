@@ -1,4 +1,4 @@
-import { isIP } from 'node:net';
+import proxyAddr from '@fastify/proxy-addr';
 import { isRateLimitStore, POSTGRES_LIMITER_NEEDS_POSTGRES, RATE_LIMIT_STORES, type RateLimitStore } from './ratelimit/select.ts';
 import { SQLITE_SYNCHRONOUS_MODES, type SqliteSynchronous } from './store/node-sqlite-adapter.ts';
 import { DEFAULT_DATABASE_URL, isPostgresUrl } from './store/store.ts';
@@ -26,7 +26,7 @@ export interface Config {
   scryptCostLog2: number;
   webSessionIdleMinutes: number;
   /** Fastify's trustProxy: which proxies in front may name the client (see parseTrustProxy). */
-  trustProxy: boolean | number | string[];
+  trustProxy: boolean | string[];
   instanceId: string;
 }
 
@@ -40,34 +40,30 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number
   return value;
 }
 
-// Named ranges that proxy-addr (Fastify's trustProxy) knows.
-const NAMED_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);
-
-function isAddressOrRange(entry: string): boolean {
-  if (NAMED_RANGES.has(entry)) return true;
-  const [address, bits, extra] = entry.split('/');
-  const version = isIP(address ?? '');
-  if (version === 0 || extra !== undefined) return false;
-  if (bits === undefined) return true;
-  return /^\d{1,3}$/.test(bits) && Number(bits) <= (version === 4 ? 32 : 128);
-}
-
 /**
- * TRUST_PROXY → which hops of X-Forwarded-For to believe (client IP for the log-in throttle,
- * https for Secure cookies). A number counts the proxies in front of the server (1: one reverse
- * proxy, whose own entry names the client); a list names the proxies' addresses or ranges.
- * `true` believes every hop, so a client can name any IP it likes unless the proxy replaces the
- * header rather than appending to it.
+ * TRUST_PROXY → which proxies in front may speak for the client through X-Forwarded-* (its IP
+ * for the log-in throttle, https for Secure cookies): their addresses or ranges, as Fastify's
+ * trustProxy takes them (checked by the library it uses, @fastify/proxy-addr), so that a client
+ * reaching the port directly is never believed. A count of proxies is refused: Fastify itself
+ * believes nobody given a number, because a count cannot tell a proxy from a client that
+ * connects directly. `true` believes every hop, so a client can name any IP it likes unless the
+ * proxy replaces the header rather than appending to it.
  */
-export function parseTrustProxy(raw: string | undefined): boolean | number | string[] {
+export function parseTrustProxy(raw: string | undefined): boolean | string[] {
   const value = (raw ?? '').trim();
-  if (value === '' || value === 'false' || value === '0') return false;
+  if (value === '' || value === 'false') return false;
   if (value === 'true') return true;
-  if (/^\d+$/.test(value) && Number(value) <= 100) return Number(value);
   const entries = value.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
-  if (entries.length > 0 && entries.every(isAddressOrRange)) return entries;
-  throw new Error('TRUST_PROXY must be false, the number of proxies in front (e.g. 1), their addresses or ranges '
-    + `(e.g. 10.0.0.5,10.1.0.0/16,loopback), or true (believes every X-Forwarded-For hop) (got "${raw}")`);
+  const refused = (why: string) => new Error(`TRUST_PROXY must be false, the proxies' addresses or ranges (e.g. 10.0.0.5,10.1.0.0/16,loopback), `
+    + `or true (believes every X-Forwarded-For hop): ${why} (got "${raw}")`);
+  // proxy-addr would read "1" as the address 0.0.0.1: say what a count does instead.
+  if (/^\d+$/.test(value)) throw refused('a count of proxies cannot tell a proxy from a client that connects directly; name the proxy');
+  try {
+    proxyAddr.compile(entries);
+  } catch (error) {
+    throw refused((error as Error).message);
+  }
+  return entries;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {

@@ -6,12 +6,27 @@ import { keyOf, LoginThrottle } from './throttle.ts';
 test('a flood of made-up accounts and addresses is capped: the least recently counted are forgotten first', () => {
   const throttle = new LoginThrottle({ maxKeys: 100 });
   const now = Date.now();
-  for (let i = 0; i < 1000; i++) throttle.beginLogin(`made-up-${i}@example.test`, `198.51.${i >> 8}.${i & 255}`, now);
-  assert.equal(throttle.keysHeld, 100);
-  // The account being guessed now is counted as always: its sixth attempt in the window waits.
-  for (let i = 0; i < 5; i++) assert.ok('attempt' in throttle.beginLogin('target@example.test', `203.0.113.${i}`, now + i));
-  assert.ok('retryAfter' in throttle.beginLogin('target@example.test', '203.0.113.99', now + 10));
-  assert.ok(throttle.keysHeld <= 100);
+  // An account with four failures, counted again (so most recently) just before the flood.
+  for (let i = 0; i < 3; i++) throttle.beginLogin('kept@example.test', `192.0.2.${i}`, now - 1000);
+  for (let i = 0; i < 40; i++) throttle.beginLogin(`early-${i}@example.test`, `198.51.100.${i}`, now - 900);
+  throttle.beginLogin('kept@example.test', '192.0.2.10', now - 800);
+  for (let i = 0; i < 30; i++) throttle.beginLogin(`made-up-${i}@example.test`, `198.18.0.${i}`, now);
+  assert.ok(throttle.keysHeld <= 200, `${throttle.keysHeld} keys`);
+  // Its fifth attempt goes ahead and its sixth waits: its count survived the flood. An early key did not.
+  assert.ok('attempt' in throttle.beginLogin('kept@example.test', '203.0.113.1', now + 1));
+  assert.ok('retryAfter' in throttle.beginLogin('kept@example.test', '203.0.113.2', now + 2));
+  for (let i = 0; i < 5; i++) assert.ok('attempt' in throttle.beginLogin('early-0@example.test', `203.0.113.${10 + i}`, now + 3), `early attempt ${i + 1}`);
+});
+
+test('a locked account stays locked however many new accounts and addresses come after it', () => {
+  const throttle = new LoginThrottle({ maxKeys: 100 });
+  const now = Date.now();
+  for (let i = 0; i < 5; i++) throttle.beginLogin('victim@example.test', `192.0.2.${i}`, now);
+  assert.ok('retryAfter' in throttle.beginLogin('victim@example.test', '192.0.2.50', now));
+  // 5,000 made-up accounts from 5,000 addresses (one IPv6 /64 has that many): far past the cap.
+  for (let i = 0; i < 5000; i++) throttle.beginLogin(`flood-${i}@example.test`, `2001:db8::${i.toString(16)}`, now + 1);
+  assert.ok(throttle.keysHeld <= 200, `${throttle.keysHeld} keys`);
+  assert.ok('retryAfter' in throttle.beginLogin('victim@example.test', '192.0.2.51', now + 2), 'still locked');
 });
 
 test('keys are of one size whatever a client sends (a megabyte of email is not kept)', () => {

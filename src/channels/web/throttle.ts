@@ -17,8 +17,9 @@ export interface ThrottleOptions {
   signupPerIp: number;
   signupWindowMs: number;
   /**
-   * The most accounts and IPs counted at once. Past it the one counted least recently is
-   * forgotten, so a flood of made-up emails or addresses costs bounded memory and no scan.
+   * The most accounts and IPs counted at once, below their limit (and again as many at it).
+   * Past it the one counted least recently is forgotten, so a flood of made-up emails or
+   * addresses costs bounded memory and no scan; a locked one is never forgotten for a new one.
    */
   maxKeys: number;
 }
@@ -46,8 +47,13 @@ export interface LoginAttempt {
 export const keyOf = (kind: 'a' | 'i' | 's', value: string): string => `${kind}:${hash('sha256', value, 'base64url')}`;
 
 export class LoginThrottle {
-  // Least recently counted first (a key is moved to the end each time it counts).
-  private readonly attempts = new Map<string, number[]>();
+  // Accounts and addresses still under their limit, least recently counted first (a key moves
+  // to the end each time it counts): past maxKeys the first is forgotten.
+  private readonly counting = new Map<string, number[]>();
+  // Those at their limit. Apart, because a blocked attempt is not counted, so such a key would
+  // drift to the front of `counting` and a flood of new keys could evict it: a lock lifted early.
+  // Capped too; reaching it takes maxKeys locked accounts or addresses.
+  private readonly blocked = new Map<string, number[]>();
   private readonly options: ThrottleOptions;
   private lastSweep = 0;
 
@@ -57,7 +63,7 @@ export class LoginThrottle {
 
   /** How many accounts and IPs are being counted now (tests and diagnostics). */
   get keysHeld(): number {
-    return this.attempts.size;
+    return this.counting.size + this.blocked.size;
   }
 
   /**
@@ -70,15 +76,17 @@ export class LoginThrottle {
     const address = keyOf('i', ip);
     const wait = Math.max(this.waitFor(account, perAccount, windowMs, now), this.waitFor(address, perIp, windowMs, now));
     if (wait > 0) return { retryAfter: wait };
-    this.record(account, now, windowMs);
-    this.record(address, now, windowMs);
+    this.record(account, perAccount, now, windowMs);
+    this.record(address, perIp, now, windowMs);
     return { attempt: { email, ip, at: now } };
   }
 
   /** The password was right: this attempt is forgiven, and so are the account's earlier failures. */
   succeeded(attempt: LoginAttempt): void {
-    this.attempts.delete(keyOf('a', attempt.email));
-    const list = this.attempts.get(keyOf('i', attempt.ip));
+    const account = keyOf('a', attempt.email);
+    this.counting.delete(account);
+    this.blocked.delete(account);
+    const list = this.listOf(keyOf('i', attempt.ip));
     const index = list ? list.indexOf(attempt.at) : -1;
     if (list && index >= 0) list.splice(index, 1);
   }
@@ -88,26 +96,37 @@ export class LoginThrottle {
     const { signupPerIp, signupWindowMs } = this.options;
     const key = keyOf('s', ip);
     const wait = this.waitFor(key, signupPerIp, signupWindowMs, now);
-    if (wait === 0) this.record(key, now, signupWindowMs);
+    if (wait === 0) this.record(key, signupPerIp, now, signupWindowMs);
     return wait;
   }
 
-  private record(key: string, now: number, windowMs: number): void {
+  private listOf(key: string): number[] | undefined {
+    return this.blocked.get(key) ?? this.counting.get(key);
+  }
+
+  private forget(key: string): void {
+    this.counting.delete(key);
+    this.blocked.delete(key);
+  }
+
+  private record(key: string, limit: number, now: number, windowMs: number): void {
     const list = this.recent(key, now, windowMs);
     list.push(now);
-    this.attempts.delete(key);
-    this.attempts.set(key, list);
+    this.forget(key);
+    (list.length >= limit ? this.blocked : this.counting).set(key, list);
     this.sweep(now);
-    while (this.attempts.size > this.options.maxKeys) this.attempts.delete(this.attempts.keys().next().value!);
+    for (const map of [this.counting, this.blocked]) {
+      while (map.size > this.options.maxKeys) map.delete(map.keys().next().value!);
+    }
   }
 
   private recent(key: string, now: number, windowMs: number): number[] {
-    return (this.attempts.get(key) ?? []).filter((at) => now - at < windowMs);
+    return (this.listOf(key) ?? []).filter((at) => now - at < windowMs);
   }
 
   private waitFor(key: string, limit: number, windowMs: number, now: number): number {
     const list = this.recent(key, now, windowMs);
-    if (list.length === 0) this.attempts.delete(key);
+    if (list.length === 0) this.forget(key);
     if (list.length < limit) return 0;
     const oldestThatCounts = list[list.length - limit] ?? now;
     return Math.max(1, Math.ceil((oldestThatCounts + windowMs - now) / 1000));
@@ -118,8 +137,10 @@ export class LoginThrottle {
     if (now - this.lastSweep < SWEEP_EVERY_MS) return;
     this.lastSweep = now;
     const longest = Math.max(this.options.windowMs, this.options.signupWindowMs);
-    for (const [key, list] of this.attempts) {
-      if (list.every((at) => now - at >= longest)) this.attempts.delete(key);
+    for (const map of [this.counting, this.blocked]) {
+      for (const [key, list] of map) {
+        if (list.every((at) => now - at >= longest)) map.delete(key);
+      }
     }
   }
 }
