@@ -8,11 +8,7 @@ import { API_PREFIX } from '../src/channels/api/prefix.ts';
 
 export const CLI = join(import.meta.dirname, '..', 'bin', 'agent-channel.js');
 
-/** Runs the CLI (this tree's, or `cliPath`'s) and returns what it printed. */
-export function cli(env: NodeJS.ProcessEnv, ...args: string[]): string {
-  return cliOf(CLI, env, ...args);
-}
-
+/** Runs the CLI at `cliPath` (this tree's, or another revision's) and returns what it printed. */
 export function cliOf(cliPath: string, env: NodeJS.ProcessEnv, ...args: string[]): string {
   const result = spawnSync(process.execPath, [cliPath, ...args], { env, encoding: 'utf8' });
   if (result.status !== 0) throw new Error(`agent-channel ${args.join(' ')}: ${result.stderr}`);
@@ -117,6 +113,7 @@ export function roundOnFreshServer(
 }
 
 /** `cpuUs`: the server's CPU time per request in the round (its own work, not the load generator's). */
+/** A load's result; any non-2xx answer (or connection error) fails the load instead. */
 export interface RoundResult { rps: number; p50: number; p99: number; non2xx: number; cpuUs: number }
 
 export async function load(options: autocannon.Options): Promise<RoundResult> {
@@ -125,6 +122,7 @@ export async function load(options: autocannon.Options): Promise<RoundResult> {
   const result = await autocannon(options);
   const cpuUs = pid === undefined ? Number.NaN : (cpuMicros(pid) - cpuBefore) / result.requests.total;
   if (result.errors > 0) throw new Error(`${options.url}: ${result.errors} errors`);
+  if (result.non2xx > 0) throw new Error(`${options.url}: ${result.non2xx} non-2xx answers`);
   return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, cpuUs };
 }
 
