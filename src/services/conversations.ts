@@ -273,7 +273,8 @@ export class ConversationsService {
       agent_id: job.agent_id,
       message_ts: messageTs,
       ...(replyTurn ? { reply: replyTurn.text, reply_ts: replyTurn.ts } : {}),
-      ...(replyTurn?.error ? { error: replyTurn.error } : {}),
+      // From the job, not the turn: a failure whose session was gone has no error turn to read.
+      ...(job.status === 'failed' ? { error: replyTurn?.error ?? 'agent_failed' } : {}),
     };
   }
 

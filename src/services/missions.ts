@@ -94,6 +94,8 @@ export class MissionsService {
 
   /** §5: actions awaiting permission on missions the caller owns, oldest first. */
   async listActions(userId: string, filter: { sessionId?: string | undefined } = {}): Promise<{ actions: ActionView[] }> {
+    // A session id that cannot be one has no actions (and never reaches the database).
+    if (filter.sessionId !== undefined && !looksLikeId('session', filter.sessionId)) return { actions: [] };
     await this.closeOrphanedMissions({ involving: userId });
     const rows = await this.db.selectFrom('actions')
       .innerJoin('missions', 'missions.id', 'actions.mission_id')

@@ -22,11 +22,6 @@ export interface NodeSqliteDatabase extends SqliteDatabase {
 }
 
 /**
- * Lets Kysely's own SqliteDialect drive Node's built-in `node:sqlite`.
- * (better-sqlite3 is a native addon; here it could only be built against the system Node's
- * headers, not the pinned Node 24's, so the built-in driver is the dependable choice.)
- */
-/**
  * How a commit reaches the disk. `full`: the log is synced at every commit, so what a client was
  * told was accepted survives a power cut or an OS crash too (a grouped commit shares one sync
  * among all of its requests). `normal`: synced only at checkpoints; faster, and safe against a
@@ -35,6 +30,11 @@ export interface NodeSqliteDatabase extends SqliteDatabase {
 export type SqliteSynchronous = 'full' | 'normal';
 export const SQLITE_SYNCHRONOUS_MODES: readonly SqliteSynchronous[] = ['full', 'normal'];
 
+/**
+ * Lets Kysely's own SqliteDialect drive Node's built-in `node:sqlite`.
+ * (better-sqlite3 is a native addon; here it could only be built against the system Node's
+ * headers, not the pinned Node 24's, so the built-in driver is the dependable choice.)
+ */
 export function openNodeSqlite(path: string, synchronous: SqliteSynchronous = 'full'): NodeSqliteDatabase {
   const db = new DatabaseSync(path);
   db.exec('PRAGMA journal_mode = WAL');

@@ -27,8 +27,15 @@ export function installErrorHandling(app: FastifyInstance): void {
  */
 export function clientErrorProblem(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Duplex): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  // A response to an earlier request on this connection is already on its way (pipelining):
+  // nothing may be spliced into it. Node's own handler holds back the same way.
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (inFlight?.headersSent) {
+    socket.destroy(error);
+    return;
+  }
   const problem = error.code === 'HPE_HEADER_OVERFLOW'
-    ? new Problem('headers_too_large', 'The request headers are larger than this server accepts (16 KiB in all).')
+    ? new Problem('headers_too_large', 'The request line and headers are larger than this server accepts (16 KiB in all).')
     : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? new Problem('request_timeout', 'The request did not arrive in time.')
       : new Problem('malformed_request', 'The request is not valid HTTP/1.1.');

@@ -15,7 +15,8 @@ export const ActionSchema = z.object({
 }).meta({ id: 'PendingAction' });
 
 const ListActionsQuery = z.object({
-  session_id: z.string().max(64).optional().meta({ description: 'Only actions of this session.' }),
+  // No length bound of its own (the URL's bounds it): an id that cannot be one matches nothing.
+  session_id: z.string().optional().meta({ description: 'Only actions of this session (an unknown one: an empty list).' }),
 });
 
 /** §5 Pending actions: what waits for the caller's permission, oldest first. */

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { pollTranscript, send } from '../../../testing/conversation.ts';
 import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
+import { preferredWaitSeconds } from './messages.send.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp({ waitCeilingMs: 10_000 }); });
@@ -129,6 +130,20 @@ test('an id too long to be one is not found, like any unknown id (not a 422)', a
   // An empty one is still an invalid field.
   assert.equal((await send(t, u, { text: 'hi', session_id: '' })).json().code, 'validation_failed');
   assert.equal(await turnCount(), before);
+});
+
+test('Prefer is read as RFC 7240 writes it: quoted strings, parameters, and only the first wait', () => {
+  const cases: Array<[string, number | undefined]> = [
+    ['wait=5', 5], ['respond-async, wait=3600', 3600], ['WAIT = 2 ; x=y', 2], ['wait="5"', 5], ['x, wait=0', 0],
+    ['handling=lenient; wait=1', undefined], // a parameter of another preference
+    ['foo="x, wait=1"', undefined], ['foo="x\\", wait=1"', undefined], // inside a quoted string
+    ['foo="a", wait=2', 2],
+    ['wait=abc, wait=7', undefined], // the first wait decides, even an invalid one
+    ['wait="5', undefined], ['wait', undefined], ['', undefined],
+  ];
+  for (const [header, seconds] of cases) assert.equal(preferredWaitSeconds(header), seconds, header);
+  // Shapes that make a pattern backtrack are read in one pass and ignored.
+  assert.equal(preferredWaitSeconds('"\\'.repeat(8000)), undefined);
 });
 
 test('a failure after the ceiling appears as an error turn for the poller', async () => {

@@ -40,8 +40,41 @@ export const SendResultSchema = z.object({
  */
 export function preferredWaitSeconds(prefer: string | undefined): number | undefined {
   if (!prefer) return undefined;
-  const match = /(?:^|,)[ \t]*wait[ \t]*=[ \t]*"?(\d+)"?[ \t]*(?=$|[,;])/i.exec(prefer);
-  return match ? Number(match[1]) : undefined; // huge values become Infinity-like and are capped below
+  // Preferences are separated by commas, and a preference's own value from its parameters by
+  // semicolons, neither counting inside a quoted string.
+  for (const preference of splitOutsideQuotes(prefer, ',')) {
+    const [token = ''] = splitOutsideQuotes(preference, ';');
+    const wait = /^[ \t]*wait[ \t]*(?:=[ \t]*(?:(\d+)|"(\d+)")[ \t]*)?$/i.exec(token);
+    if (/^[ \t]*wait[ \t]*(?:=|$)/i.test(token)) {
+      // Only the first `wait` counts (RFC 7240 §2), valid or not; huge values are capped later.
+      return wait && (wait[1] ?? wait[2]) !== undefined ? Number(wait[1] ?? wait[2]) : undefined;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * `text` cut at each `separator` outside a quoted string (RFC 9110: double quotes, a backslash
+ * escaping the next character). One pass: a header of any shape costs its length, no more.
+ */
+function splitOutsideQuotes(text: string, separator: string): string[] {
+  const parts: string[] = [];
+  let start = 0;
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quoted) {
+      if (c === '\\') i++;
+      else if (c === '"') quoted = false;
+    } else if (c === '"') {
+      quoted = true;
+    } else if (c === separator) {
+      parts.push(text.slice(start, i));
+      start = i + 1;
+    }
+  }
+  parts.push(text.slice(start));
+  return parts;
 }
 
 /** §1 Send a message: the reply at once, or 202 with where to poll for it. */
