@@ -13,7 +13,6 @@ import type { Runtime } from './runtime.ts';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 
-
 export interface AppOptions {
   /** pino options, or false for silence (tests). */
   logger?: boolean | Record<string, unknown>;
