@@ -1,4 +1,5 @@
 import { hash } from 'node:crypto';
+import { isIPv4, isIPv6 } from 'node:net';
 
 /**
  * Log-in and sign-up throttle, in memory, per instance: with several instances an attacker gets
@@ -46,6 +47,26 @@ export interface LoginAttempt {
  */
 export const keyOf = (kind: 'a' | 'i' | 's', value: string): string => `${kind}:${hash('sha256', value, 'base64url')}`;
 
+/**
+ * What a per-IP limit counts as one client: an IPv4 address, or the /64 an IPv6 address lies in
+ * (one subscriber's usual allocation: counted address by address, a single client would have
+ * 2^64 budgets). An IPv4-mapped IPv6 address is its IPv4 address; anything else, as it is.
+ */
+export function clientOf(ip: string): string {
+  const address = ip.split('%')[0]!; // without an IPv6 zone
+  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);
+  if (mapped && isIPv4(mapped[1]!)) return mapped[1]!;
+  if (!isIPv6(address)) return ip;
+  const [head = '', tail] = address.split('::');
+  const groups = (part: string) => (part === '' ? [] : part.split(':'));
+  // An IPv4 tail (::1.2.3.4) fills two groups.
+  const width = (list: string[]) => list.reduce((sum, group) => sum + (group.includes('.') ? 2 : 1), 0);
+  const front = groups(head);
+  const back = tail === undefined ? [] : groups(tail);
+  const all = tail === undefined ? front : [...front, ...Array<string>(8 - width(front) - width(back)).fill('0'), ...back];
+  return `${all.slice(0, 4).map((group) => parseInt(group, 16).toString(16)).join(':')}::/64`;
+}
+
 export class LoginThrottle {
   // Accounts and addresses still under their limit, least recently counted first (a key moves
   // to the end each time it counts): past maxKeys the first is forgotten.
@@ -73,7 +94,7 @@ export class LoginThrottle {
   beginLogin(email: string, ip: string, now = Date.now()): { retryAfter: number } | { attempt: LoginAttempt } {
     const { perAccount, perIp, windowMs } = this.options;
     const account = keyOf('a', email);
-    const address = keyOf('i', ip);
+    const address = keyOf('i', clientOf(ip));
     const wait = Math.max(this.waitFor(account, perAccount, windowMs, now), this.waitFor(address, perIp, windowMs, now));
     if (wait > 0) return { retryAfter: wait };
     this.record(account, perAccount, now, windowMs);
@@ -86,7 +107,7 @@ export class LoginThrottle {
     const account = keyOf('a', attempt.email);
     this.counting.delete(account);
     this.blocked.delete(account);
-    const list = this.listOf(keyOf('i', attempt.ip));
+    const list = this.listOf(keyOf('i', clientOf(attempt.ip)));
     const index = list ? list.indexOf(attempt.at) : -1;
     if (list && index >= 0) list.splice(index, 1);
   }
@@ -94,7 +115,7 @@ export class LoginThrottle {
   /** Starts a sign-up: 0 when it may go ahead (and it is counted), else the seconds to wait. */
   beginSignup(ip: string, now = Date.now()): number {
     const { signupPerIp, signupWindowMs } = this.options;
-    const key = keyOf('s', ip);
+    const key = keyOf('s', clientOf(ip));
     const wait = this.waitFor(key, signupPerIp, signupWindowMs, now);
     if (wait === 0) this.record(key, signupPerIp, now, signupWindowMs);
     return wait;
