@@ -1,5 +1,5 @@
 import { hash } from 'node:crypto';
-import { isIPv4, isIPv6 } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 /**
  * Log-in and sign-up throttle, in memory, per instance: with several instances an attacker gets
@@ -53,18 +53,14 @@ export const keyOf = (kind: 'a' | 'i' | 's', value: string): string => `${kind}:
  * 2^64 budgets). An IPv4-mapped IPv6 address is its IPv4 address; anything else, as it is.
  */
 export function clientOf(ip: string): string {
-  const address = ip.split('%')[0]!; // without an IPv6 zone
-  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);
-  if (mapped && isIPv4(mapped[1]!)) return mapped[1]!;
-  if (!isIPv6(address)) return ip;
-  const [head = '', tail] = address.split('::');
-  const groups = (part: string) => (part === '' ? [] : part.split(':'));
-  // An IPv4 tail (::1.2.3.4) fills two groups.
-  const width = (list: string[]) => list.reduce((sum, group) => sum + (group.includes('.') ? 2 : 1), 0);
-  const front = groups(head);
-  const back = tail === undefined ? [] : groups(tail);
-  const all = tail === undefined ? front : [...front, ...Array<string>(8 - width(front) - width(back)).fill('0'), ...back];
-  return `${all.slice(0, 4).map((group) => parseInt(group, 16).toString(16)).join(':')}::/64`;
+  let address: ipaddr.IPv4 | ipaddr.IPv6;
+  try {
+    address = ipaddr.process(ip); // a zone dropped, an IPv4-mapped address made IPv4
+  } catch {
+    return ip;
+  }
+  if (address.kind() === 'ipv4') return address.toString();
+  return `${(address as ipaddr.IPv6).parts.slice(0, 4).map((group) => group.toString(16)).join(':')}::/64`;
 }
 
 export class LoginThrottle {
