@@ -63,9 +63,6 @@ export function webChannel(runtime: Runtime, options: WebChannelOptions = {}) {
     scope.decorateRequest('csrfToken', '');
 
     scope.addHook('onRequest', async (request, reply) => {
-      // An API URL no route knows passes through the catch-all below to the API's 404: no page
-      // headers, no pre-login cookie, no web session read.
-      if (request.url.startsWith('/api/')) return;
       reply.header('Content-Security-Policy', CSP);
       reply.header('X-Frame-Options', 'DENY');
       reply.header('X-Content-Type-Options', 'nosniff');
@@ -136,10 +133,11 @@ export function webChannel(runtime: Runtime, options: WebChannelOptions = {}) {
 
     for (const routes of [accountRoutes, keysRoutes, agentsRoutes, conversationsRoutes, inboxRoutes, chatRoutes]) routes(scope, ctx);
 
-    // Pages that do not exist: an HTML page for browsers; anything else keeps the API's problem+json 404.
+    // Pages that do not exist: an HTML page for browsers; anything else keeps the problem+json 404
+    // (unknown API URLs never get here: see installErrorHandling).
     scope.get('/*', async (request, reply) => {
       const accept = request.headers.accept ?? '';
-      if (request.url.startsWith('/api/') || !accept.includes('text/html')) return reply.callNotFound();
+      if (!accept.includes('text/html')) return reply.callNotFound();
       return errorPage(request, reply, 404, 'Page not found', 'There is no page at this address.');
     });
   };

@@ -17,6 +17,9 @@ export function installErrorHandling(app: FastifyInstance): void {
   });
 
   app.setNotFoundHandler((request, reply) => sendProblem(request, reply, noRoute(request)));
+  // The web app answers GETs no route knows with a page (its catch-all, GET /*). An API URL is
+  // more specific, so it lands here: the API's 404, and none of the web app's hooks.
+  app.get('/api/*', { schema: { hide: true } }, (_request, reply) => reply.callNotFound());
 }
 
 /**
