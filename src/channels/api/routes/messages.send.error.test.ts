@@ -142,7 +142,7 @@ test('Prefer is read as RFC 7240 writes it: quoted strings, parameters, and only
     ['wait="5', undefined], ['wait', undefined], ['', undefined],
   ];
   for (const [header, seconds] of cases) assert.equal(preferredWaitSeconds(header), seconds, header);
-  // Shapes that make a pattern backtrack are read in one pass and ignored.
+  // A header of nothing but quotes and escapes names no wait.
   assert.equal(preferredWaitSeconds('"\\'.repeat(8000)), undefined);
 });
 

@@ -43,12 +43,13 @@ export function preferredWaitSeconds(prefer: string | undefined): number | undef
   // Preferences are separated by commas, and a preference's own value from its parameters by
   // semicolons, neither counting inside a quoted string.
   for (const preference of splitOutsideQuotes(prefer, ',')) {
-    const [token = ''] = splitOutsideQuotes(preference, ';');
-    const wait = /^[ \t]*wait[ \t]*(?:=[ \t]*(?:(\d+)|"(\d+)")[ \t]*)?$/i.exec(token);
-    if (/^[ \t]*wait[ \t]*(?:=|$)/i.test(token)) {
-      // Only the first `wait` counts (RFC 7240 §2), valid or not; huge values are capped later.
-      return wait && (wait[1] ?? wait[2]) !== undefined ? Number(wait[1] ?? wait[2]) : undefined;
-    }
+    const token = (splitOutsideQuotes(preference, ';')[0] ?? '').trim();
+    // Anchored and greedy: no header can make it backtrack more than its length.
+    const wait = /^wait(?:[ \t]*=[ \t]*(.*))?$/i.exec(token);
+    if (!wait) continue;
+    // Only the first `wait` counts (RFC 7240 §2), valid or not; huge values are capped later.
+    const seconds = /^(?:(\d+)|"(\d+)")$/.exec(wait[1] ?? '');
+    return seconds ? Number(seconds[1] ?? seconds[2]) : undefined;
   }
   return undefined;
 }
