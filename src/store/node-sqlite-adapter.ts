@@ -37,10 +37,12 @@ export const SQLITE_SYNCHRONOUS_MODES: readonly SqliteSynchronous[] = ['full', '
  */
 export function openNodeSqlite(path: string, synchronous: SqliteSynchronous = 'full'): NodeSqliteDatabase {
   const db = new DatabaseSync(path);
+  // First: the CLI may write while the server runs, and both may open a new file at the same
+  // moment, when switching it to WAL needs a lock the other may hold for a few milliseconds.
+  db.exec('PRAGMA busy_timeout = 5000');
   db.exec('PRAGMA journal_mode = WAL');
   db.exec(`PRAGMA synchronous = ${synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
   db.exec('PRAGMA foreign_keys = ON');
-  db.exec('PRAGMA busy_timeout = 5000'); // the CLI may write while the server runs
   // When a unit of a batch fails, the engine runs the batch again with each unit in a savepoint;
   // SQLite keeps the pages a savepoint may have to restore in a sub-journal, which past 64 KiB
   // spills to a temporary file (it took three quarters of a busy server's writes when every

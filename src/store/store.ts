@@ -151,8 +151,18 @@ async function migrate(store: Store): Promise<void> {
     '003_instance_secrets': { up: (db) => m003InstanceSecrets.up(db) },
   };
   const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => all } });
+  // Kysely locks migrations on PostgreSQL but not on SQLite, where it assumes one connection.
+  // Yet the server and the CLI may open a new file at the same moment: under one write lock, the
+  // second waits for the first to finish, then finds nothing left to do (instead of creating
+  // tables that now exist). SQLite runs DDL in a transaction, so a failed migration leaves nothing.
+  const sqlite = store.dialect === 'sqlite';
+  if (sqlite) await sql`begin immediate`.execute(store.db);
   const { error } = await migrator.migrateToLatest();
-  if (error) throw error instanceof Error ? error : new Error(String(error));
+  if (error) {
+    if (sqlite) await sql`rollback`.execute(store.db).catch(() => {}); // (SQLite may have rolled back itself)
+    throw error instanceof Error ? error : new Error(String(error));
+  }
+  if (sqlite) await sql`commit`.execute(store.db);
 }
 
 /** Is this a unique-constraint violation, in either dialect? */
