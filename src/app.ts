@@ -40,7 +40,8 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     genReqId: () => randomUUID(),
     requestIdHeader: false,
     trustProxy: runtime.config.trustProxy,
-    return503OnClosing: true,
+    // Fastify's own 503 while closing is its JSON, not a problem: ours is below (onRequest).
+    return503OnClosing: false,
     // Valid JSON is parsed, whatever its keys: `__proto__` and `constructor.prototype` are
     // dropped (they can never be a field of ours) instead of failing the body as unparseable.
     onProtoPoisoning: 'remove',
@@ -65,8 +66,17 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   app.removeContentTypeParser('text/plain');
   installErrorHandling(app);
+  // From the moment the server starts closing (SIGTERM), a request that still arrives on an open
+  // connection is refused at once, and its connection closed: the client retries elsewhere or
+  // after the restart. (Idle connections are closed; requests already under way finish.)
+  let closing = false;
+  app.addHook('preClose', (done) => { closing = true; done(); });
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id);
+    if (closing) {
+      reply.header('Connection', 'close');
+      throw new Problem('service_unavailable', 'The server is shutting down; send the request again (it will reach a running server).');
+    }
   });
   // No stored or queried text may hold U+0000 (PostgreSQL refuses it) or a lone surrogate (stored
   // altered): a clear 422 instead of a 500 or a changed text, for every channel. Bulk routes judge

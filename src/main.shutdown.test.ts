@@ -1,0 +1,59 @@
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { after, before, test } from 'node:test';
+import { createRuntime } from './runtime.ts';
+import { databaseEnv, freshDatabase, testConfig, type TestDatabase } from './testing/harness.ts';
+import { startServerProcess } from './testing/server-process.ts';
+
+/**
+ * Graceful shutdown as a client on a kept-alive connection sees it: a request under way when
+ * SIGTERM comes is answered; one that arrives after it, on the same connection, is refused with
+ * the contract's problem body (not Fastify's own JSON), and the connection is closed.
+ */
+const API = '/api/v1/api-channel';
+let database: TestDatabase;
+let key: string;
+let agentId: string;
+
+before(async () => {
+  database = await freshDatabase();
+  const runtime = await createRuntime(testConfig(database), database.pgSchema ? { pgSchema: database.pgSchema } : {});
+  const user = await runtime.services.accounts.createUser({ email: 'shutdown@example.test', password: 'a long password', plan: 'pro' });
+  agentId = (await runtime.services.agents.create(user.id, { agent_name: 'Slow agent' })).agent_id;
+  key = (await runtime.services.keys.create(user.id, { label: 'shutdown test' })).token;
+  await runtime.close();
+});
+after(async () => { await database.drop(); });
+
+test('SIGTERM: a request arriving on an open connection gets a 503 problem and the connection closes; the one under way is answered', { timeout: 60_000 }, async () => {
+  const server = await startServerProcess({ ...databaseEnv(database), SHUTDOWN_GRACE_MS: '5000' });
+  const { port } = new URL(server.url);
+  const socket = connect(Number(port), '127.0.0.1');
+  let received = '';
+  socket.setEncoding('utf8').on('data', (chunk: string) => { received += chunk; });
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  try {
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    const body = JSON.stringify({ text: '!sleep 1500 under way', agent_id: agentId });
+    socket.write(`POST ${API}/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n`
+      + `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    await new Promise((resolve) => setTimeout(resolve, 400)); // the turn is under way
+    server.child.kill('SIGTERM');
+    await new Promise((resolve) => setTimeout(resolve, 200)); // the server is closing
+    socket.write(`GET ${API}/agents HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n\r\n`);
+    await closed;
+  } finally {
+    socket.destroy();
+    await server.kill('SIGKILL');
+  }
+
+  const [first, second] = received.split(/(?=HTTP\/1\.1 \d{3} )/);
+  assert.match(first ?? '', /^HTTP\/1\.1 200 /, received);
+  assert.match(first!, /"reply":"You said: under way"/);
+  assert.match(second ?? '', /^HTTP\/1\.1 503 /, received);
+  assert.match(second!, /^content-type: application\/problem\+json/im);
+  assert.match(second!, /^connection: close/im);
+  const problem = JSON.parse(second!.slice(second!.indexOf('\r\n\r\n') + 4)) as { code: string; status: number };
+  assert.equal(problem.code, 'service_unavailable');
+  assert.equal(problem.status, 503);
+});
