@@ -22,6 +22,16 @@ export const BODY_LIMIT_BYTES = 1024 * 1024;
  */
 const logDestination = () => pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100, maxLength: 16 * 1024 * 1024 });
 
+/** The document without component schemas that nothing in it refers to. */
+function withoutUnreferencedSchemas<T extends object>(document: T): T {
+  const { components } = document as { components?: { schemas?: Record<string, unknown> } };
+  if (!components?.schemas) return document;
+  const text = JSON.stringify(document);
+  const referenced = (name: string) => text.includes(`"#/components/schemas/${name}"`);
+  const schemas = Object.fromEntries(Object.entries(components.schemas).filter(([name]) => referenced(name)));
+  return { ...document, components: { ...components, schemas } };
+}
+
 export interface AppOptions {
   /** pino options, or false for silence (tests). */
   logger?: boolean | Record<string, unknown>;
@@ -109,8 +119,9 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     transform: (input) => (input.url.startsWith(API_PREFIX)
       ? jsonSchemaTransform(input)
       : { schema: { ...input.schema, hide: true }, url: input.url }),
-    // Emits the schemas named with .meta({ id }) under components, which the routes' $refs point at.
-    transformObject: jsonSchemaTransformObject,
+    // Emits the schemas named with .meta({ id }) under components, which the routes' $refs point
+    // at; of the input twins it also emits (`AgentInput`, …), only those something refers to.
+    transformObject: (input) => withoutUnreferencedSchemas(jsonSchemaTransformObject(input)),
   });
   await app.register(swaggerUi, {
     routePrefix: '/docs',

@@ -52,6 +52,31 @@ test('the bearer scheme applies to the API and problem bodies are described', ()
   assert.ok(headerNames.includes('idempotency-key') && headerNames.includes('prefer'));
 });
 
+test('every error response is documented as application/problem+json with the Problem schema, as the server sends it', async () => {
+  let errors = 0;
+  for (const [path, operations] of Object.entries<any>(doc.paths)) {
+    for (const [method, operation] of Object.entries<any>(operations)) {
+      for (const [status, response] of Object.entries<any>(operation.responses)) {
+        if (Number(status) < 400) continue;
+        errors++;
+        assert.deepEqual(Object.keys(response.content ?? {}), ['application/problem+json'], `${method} ${path} ${status}`);
+        assert.equal(response.content['application/problem+json'].schema.$ref, '#/components/schemas/Problem', `${method} ${path} ${status}`);
+      }
+    }
+  }
+  assert.ok(errors > 40, 'every route documents its problems');
+  const res = await t.inject({ method: 'GET', url: `${API}/agents` });
+  assert.equal(res.statusCode, 401);
+  assert.match(String(res.headers['content-type']), /^application\/problem\+json/);
+});
+
+test('every component schema is one the document refers to', () => {
+  const text = JSON.stringify(doc);
+  const unreferenced = Object.keys(doc.components.schemas).filter((name) => !text.includes(`"#/components/schemas/${name}"`));
+  assert.deepEqual(unreferenced, []);
+  assert.ok(doc.components.schemas.Problem && doc.components.schemas.Agent);
+});
+
 test('query parameters are documented as what they mean (limit: an integer from 1 to 200)', () => {
   const read = doc.paths[`${API}/sessions/{session_id}/messages`].get;
   const limit = read.parameters.find((p: any) => p.in === 'query' && p.name === 'limit');

@@ -25,17 +25,24 @@ export const ProblemSchema = z.object({
   session_id: z.string().optional(),
 }).meta({ id: 'Problem', description: 'RFC 9457 problem details (application/problem+json).' });
 
+/** A problem response in the OpenAPI document: the Problem schema under application/problem+json. */
+export const problemResponse = (description: string) => ({
+  description,
+  content: { 'application/problem+json': { schema: ProblemSchema } },
+});
+
 /** The problem responses every authenticated route can give. */
 export const COMMON_PROBLEMS = {
-  401: ProblemSchema.describe('Missing, malformed, unknown, revoked, expired or inactive key.'),
-  429: ProblemSchema.describe('The key\'s per-minute limit is used up; see Retry-After.'),
+  401: problemResponse('Missing, malformed, unknown, revoked, expired or inactive key.'),
+  429: problemResponse('The key\'s per-minute limit is used up; see Retry-After.'),
+  422: problemResponse('validation_failed: a query parameter is invalid, or holds the NUL character (U+0000) or a lone UTF-16 surrogate.'),
 } as const;
 
 export const BODY_PROBLEMS = {
-  400: ProblemSchema.describe('The body is not valid JSON.'),
-  413: ProblemSchema.describe('The body is larger than 1 MiB.'),
-  415: ProblemSchema.describe('The body is not application/json.'),
-  422: ProblemSchema.describe('A field is missing or invalid.'),
+  400: problemResponse('The body is not valid JSON.'),
+  413: problemResponse('The body is larger than 1 MiB.'),
+  415: problemResponse('The body is not application/json.'),
+  422: problemResponse('A field is missing or invalid.'),
 } as const;
 
 export const AgentSchema = z.object({

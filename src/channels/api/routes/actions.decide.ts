@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { DECISIONS, MAX_BULK_ENTRIES, REASON_MAX_LENGTH } from '../../../services/missions.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { BODY_PROBLEMS, COMMON_PROBLEMS, EXAMPLE_IDS } from '../schemas.ts';
+import { BODY_PROBLEMS, COMMON_PROBLEMS, EXAMPLE_IDS, problemResponse } from '../schemas.ts';
 
 /**
  * A bulk body (a JSON array of entries, or `{ <key>: [...] }`) as documented in /openapi.json.
@@ -66,7 +66,7 @@ export function decideActionsRoute(app: ApiApp, ctx: ApiContext): void {
         200: z.object({ results: z.array(DecisionResultSchema) }),
         ...COMMON_PROBLEMS,
         ...BODY_PROBLEMS,
-        422: BODY_PROBLEMS[422].describe('validation_failed: the body is not an array (or `{decisions}`) of 1–100 entries'),
+        422: problemResponse('validation_failed: the body is not an array (or `{decisions}`) of 1–100 entries'),
       },
     },
   }, async (request) => ctx.missions.decide(callerOf(request).userId, request.body));

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { COMMON_PROBLEMS, EXAMPLE_IDS, ProblemSchema } from '../schemas.ts';
+import { COMMON_PROBLEMS, EXAMPLE_IDS, problemResponse } from '../schemas.ts';
 
 export const ActionSchema = z.object({
   operation_id: z.string().meta({ description: 'The action\'s id; also the idempotency key its tool runs with.', example: EXAMPLE_IDS.action }),
@@ -31,7 +31,7 @@ export function listActionsRoute(app: ApiApp, ctx: ApiContext): void {
       response: {
         200: z.object({ actions: z.array(ActionSchema) }),
         ...COMMON_PROBLEMS,
-        422: ProblemSchema.describe('validation_failed: bad session_id'),
+        422: problemResponse('validation_failed: bad session_id'),
       },
     },
   }, async (request) => ctx.missions.listActions(callerOf(request).userId, { sessionId: request.query.session_id }));

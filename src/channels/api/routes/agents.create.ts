@@ -1,6 +1,6 @@
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { AgentSchema, BODY_PROBLEMS, COMMON_PROBLEMS, ProblemSchema } from '../schemas.ts';
+import { AgentSchema, BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
 import { CreateAgentSchema } from '../../../services/agents.ts';
 
 /** §3 Create an agent, in the personal workspace unless another is named. */
@@ -16,8 +16,8 @@ export function createAgentRoute(app: ApiApp, ctx: ApiContext): void {
         201: AgentSchema,
         ...COMMON_PROBLEMS,
         ...BODY_PROBLEMS,
-        403: ProblemSchema.describe('forbidden (not owner/admin of the workspace) or agent_limit_reached.'),
-        404: ProblemSchema.describe('workspace_not_found'),
+        403: problemResponse('forbidden (not owner/admin of the workspace) or agent_limit_reached.'),
+        404: problemResponse('workspace_not_found'),
       },
     },
   }, async (request, reply) => {

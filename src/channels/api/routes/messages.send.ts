@@ -3,7 +3,7 @@ import { checkMessageText, Problem } from '../../../domain/problems.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { API_PREFIX } from '../prefix.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { BODY_PROBLEMS, COMMON_PROBLEMS, ProblemSchema } from '../schemas.ts';
+import { BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
 
 const SendBody = z.object({
   text: z.string().meta({ description: 'The message, 1–32,000 characters, not blank.', example: 'Summarise my unread email.' }),
@@ -15,7 +15,7 @@ const SendBody = z.object({
 
 const SendHeaders = z.object({
   'idempotency-key': z.string().min(1).max(255).optional().meta({
-    description: 'A retry with the same key and body within 24 h starts no turn and returns the first outcome as it stands now.',
+    description: 'A retry with the same key and body within the server\'s window (`IDEMPOTENCY_TTL_HOURS`, 24 h by default) starts no turn and returns the first outcome as it stands now.',
   }),
   // No length bound of its own: Node bounds header sizes, and RFC 7240 says to ignore what is not understood.
   prefer: z.string().optional().meta({ description: 'RFC 7240, e.g. `wait=5`: wait at most that many seconds (capped by the server ceiling).' }),
@@ -93,9 +93,9 @@ export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {
         202: SendResultSchema.describe('processing or queued; poll the transcript at Location'),
         ...COMMON_PROBLEMS,
         ...BODY_PROBLEMS,
-        404: ProblemSchema.describe('session_not_found or agent_not_found'),
-        409: ProblemSchema.describe('idempotency_key_in_use'),
-        502: ProblemSchema.describe('agent_failed; carries session_id'),
+        404: problemResponse('session_not_found or agent_not_found'),
+        409: problemResponse('idempotency_key_in_use'),
+        502: problemResponse('agent_failed; carries session_id'),
       },
     },
     // text rules come first among the 422s and have their own codes.

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { BODY_PROBLEMS, COMMON_PROBLEMS, EXAMPLE_IDS } from '../schemas.ts';
+import { BODY_PROBLEMS, COMMON_PROBLEMS, EXAMPLE_IDS, problemResponse } from '../schemas.ts';
 import { bulkBody } from './actions.decide.ts';
 
 export const AnswerEntryDoc = z.object({
@@ -43,7 +43,7 @@ export function answerQuestionsRoute(app: ApiApp, ctx: ApiContext): void {
         200: z.object({ results: z.array(AnswerResultSchema) }),
         ...COMMON_PROBLEMS,
         ...BODY_PROBLEMS,
-        422: BODY_PROBLEMS[422].describe('validation_failed: the body is not an array (or `{answers}`) of 1–100 entries'),
+        422: problemResponse('validation_failed: the body is not an array (or `{answers}`) of 1–100 entries'),
       },
     },
   }, async (request) => ctx.missions.answer(callerOf(request).userId, request.body));
