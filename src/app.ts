@@ -6,6 +6,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform, jsonSchemaTransformObject, validatorCompiler } from 'fastify-type-provider-zod';
 import { API_PREFIX, apiChannel } from './channels/api/index.ts';
 import { clientErrorProblem, installErrorHandling } from './channels/api/plugins/errors.ts';
+import { withResponseHeaders, type RouteResponseHeaders } from './channels/api/openapi-headers.ts';
 import { webChannel } from './channels/web/index.ts';
 import { findUnstorableText, Problem, UNSTORABLE_TEXT_RULE } from './domain/problems.ts';
 import { sendProblem } from './channels/api/problem-reply.ts';
@@ -117,7 +118,7 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     },
     // The document describes the API channel only; the web app's pages are not part of it.
     transform: (input) => (input.url.startsWith(API_PREFIX)
-      ? jsonSchemaTransform(input)
+      ? withResponseHeaders(jsonSchemaTransform(input), (input.route.config as { responseHeaders?: RouteResponseHeaders } | undefined)?.responseHeaders)
       : { schema: { ...input.schema, hide: true }, url: input.url }),
     // Emits the schemas named with .meta({ id }) under components, which the routes' $refs point
     // at; of the input twins it also emits (`AgentInput`, …), only those something refers to.

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { ID_PREFIXES, looksLikeId, type IdKind } from '../../domain/ids.ts';
 import { API, startTestApp, type TestApp } from '../../testing/harness.ts';
+import { HEADERS } from './openapi-headers.ts';
 
 /** Every route of the contract (§1–§6), its success status and the problems it can answer. */
 const CONTRACT = [
@@ -68,6 +69,30 @@ test('every error response is documented as application/problem+json with the Pr
   const res = await t.inject({ method: 'GET', url: `${API}/agents` });
   assert.equal(res.statusCode, 401);
   assert.match(String(res.headers['content-type']), /^application\/problem\+json/);
+});
+
+test('the response headers the server sends are the ones the document names, status by status', async () => {
+  const user = await t.userWithAgent({ rateLimit: 2 });
+  const named = Object.keys(HEADERS).map((name) => name.toLowerCase());
+  const check = (res: { statusCode: number; headers: Record<string, unknown> }, method: string, path: string) => {
+    const documented = Object.keys(doc.paths[`${API}${path}`][method].responses[res.statusCode].headers).map((name) => name.toLowerCase());
+    const sent = named.filter((name) => res.headers[name] !== undefined);
+    assert.deepEqual(sent.sort(), documented.sort(), `${method} ${path} ${res.statusCode}`);
+  };
+  const sleepy = await t.inject({
+    method: 'POST', url: `${API}/messages`, headers: { ...user.auth, prefer: 'wait=0' }, payload: { text: '!sleep 300 later', agent_id: user.agentId },
+  });
+  assert.equal(sleepy.statusCode, 202);
+  check(sleepy, 'post', '/messages');
+  const listed = await t.inject({ method: 'GET', url: `${API}/agents`, headers: user.auth });
+  assert.equal(listed.statusCode, 200);
+  check(listed, 'get', '/agents');
+  const limited = await t.inject({ method: 'GET', url: `${API}/agents`, headers: user.auth });
+  assert.equal(limited.statusCode, 429);
+  check(limited, 'get', '/agents');
+  const refused = await t.inject({ method: 'GET', url: `${API}/agents` });
+  assert.equal(refused.statusCode, 401);
+  check(refused, 'get', '/agents');
 });
 
 test('every component schema is one the document refers to', () => {

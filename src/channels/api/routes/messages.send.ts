@@ -4,6 +4,7 @@ import type { ApiApp, ApiContext } from '../context.ts';
 import { API_PREFIX } from '../prefix.ts';
 import { callerOf } from '../plugins/auth.ts';
 import { BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
+import type { RouteResponseHeaders } from '../openapi-headers.ts';
 
 const SendBody = z.object({
   text: z.string().meta({ description: 'The message, 1–32,000 characters, not blank.', example: 'Summarise my unread email.' }),
@@ -98,6 +99,7 @@ export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {
         502: problemResponse('agent_failed; carries session_id'),
       },
     },
+    config: { responseHeaders: { 200: ['Preference-Applied'], 202: ['Location', 'Preference-Applied'], 502: ['Preference-Applied'] } satisfies RouteResponseHeaders },
     // text rules come first among the 422s and have their own codes.
     preValidation: async (request) => {
       const body = request.body as { text?: unknown } | null;

@@ -1,0 +1,38 @@
+/**
+ * The response headers of the API, for the OpenAPI document. A route's zod schemas cannot declare
+ * headers (the zod transform keeps only a response's body and description), so they are added to
+ * each route's transformed schema here: those every API response carries, by status, and a
+ * route's own, named in its `config.responseHeaders`.
+ */
+export const HEADERS = {
+  'X-Request-Id': { type: 'string', description: 'Identifies the request in the server\'s log; also `request_id` in a problem body.' },
+  'RateLimit-Policy': { type: 'string', description: 'The key\'s limit: `"key";q=<requests>;w=60`.' },
+  RateLimit: { type: 'string', description: 'What is left of it: `"key";r=<remaining>;t=<seconds until a request is next sure to be accepted>`.' },
+  'Retry-After': { type: 'integer', description: 'Seconds until a request is next sure to be accepted.' },
+  'WWW-Authenticate': { type: 'string', description: '`Bearer`.' },
+  Location: { type: 'string', description: 'The transcript to poll: `/api/v1/api-channel/sessions/{session_id}/messages`.' },
+  'Preference-Applied': { type: 'string', description: 'With `Prefer: wait=N`: the wait applied, `wait=<seconds>`.' },
+} as const;
+
+export type HeaderName = keyof typeof HEADERS;
+
+/** A route's own response headers by status, beside those every response carries. */
+export type RouteResponseHeaders = Partial<Record<number, HeaderName[]>>;
+
+/** The headers a response of this status carries on every API route (auth and rate limit run first). */
+function commonHeaders(status: number): HeaderName[] {
+  if (status === 401) return ['X-Request-Id', 'WWW-Authenticate'];
+  if (status === 429) return ['X-Request-Id', 'RateLimit-Policy', 'RateLimit', 'Retry-After'];
+  return ['X-Request-Id', 'RateLimit-Policy', 'RateLimit'];
+}
+
+/** The transformed schema of one API route, each response given the headers it carries. */
+export function withResponseHeaders<T extends { schema: object }>(transformed: T, own: RouteResponseHeaders = {}): T {
+  const responses = (transformed.schema as { response?: Record<string, object> }).response;
+  if (!responses) return transformed;
+  const documented = Object.fromEntries(Object.entries(responses).map(([status, response]) => {
+    const names = [...commonHeaders(Number(status)), ...(own[Number(status)] ?? [])];
+    return [status, { ...response, headers: Object.fromEntries(names.map((name) => [name, HEADERS[name]])) }];
+  }));
+  return { ...transformed, schema: { ...transformed.schema, response: documented } };
+}
