@@ -6,7 +6,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform, jsonSchemaTransformObject, validatorCompiler } from 'fastify-type-provider-zod';
 import { API_PREFIX, apiChannel } from './channels/api/index.ts';
 import { clientErrorProblem, installErrorHandling } from './channels/api/plugins/errors.ts';
-import { withResponseHeaders, type RouteResponseHeaders } from './channels/api/openapi-headers.ts';
+import { withoutUnreferencedSchemas, withResponseHeaders, type RouteResponseHeaders } from './channels/api/openapi.ts';
 import { webChannel } from './channels/web/index.ts';
 import { findUnstorableText, Problem, UNSTORABLE_TEXT_RULE } from './domain/problems.ts';
 import { sendProblem } from './channels/api/problem-reply.ts';
@@ -22,16 +22,6 @@ export const BODY_LIMIT_BYTES = 1024 * 1024;
  * most the last 100 ms. A reader that stops reading costs at most 16 MiB held, then lines are dropped.
  */
 const logDestination = () => pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100, maxLength: 16 * 1024 * 1024 });
-
-/** The document without component schemas that nothing in it refers to. */
-function withoutUnreferencedSchemas<T extends object>(document: T): T {
-  const { components } = document as { components?: { schemas?: Record<string, unknown> } };
-  if (!components?.schemas) return document;
-  const text = JSON.stringify(document);
-  const referenced = (name: string) => text.includes(`"#/components/schemas/${name}"`);
-  const schemas = Object.fromEntries(Object.entries(components.schemas).filter(([name]) => referenced(name)));
-  return { ...document, components: { ...components, schemas } };
-}
 
 export interface AppOptions {
   /** pino options, or false for silence (tests). */

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { ID_PREFIXES, looksLikeId, type IdKind } from '../../domain/ids.ts';
 import { API, startTestApp, type TestApp } from '../../testing/harness.ts';
-import { HEADERS } from './openapi-headers.ts';
+import { HEADERS } from './openapi.ts';
 
 /** Every route of the contract (§1–§6), its success status and the problems it can answer. */
 const CONTRACT = [

@@ -4,7 +4,7 @@ import type { ApiApp, ApiContext } from '../context.ts';
 import { API_PREFIX } from '../prefix.ts';
 import { callerOf } from '../plugins/auth.ts';
 import { BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
-import type { RouteResponseHeaders } from '../openapi-headers.ts';
+import type { RouteResponseHeaders } from '../openapi.ts';
 
 const SendBody = z.object({
   text: z.string().meta({ description: 'The message, 1–32,000 characters, not blank.', example: 'Summarise my unread email.' }),

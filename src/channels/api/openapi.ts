@@ -1,3 +1,5 @@
+/** What the OpenAPI document needs beyond what the routes' zod schemas give it. */
+
 /**
  * The response headers of the API, for the OpenAPI document. A route's zod schemas cannot declare
  * headers (the zod transform keeps only a response's body and description), so they are added to
@@ -35,4 +37,14 @@ export function withResponseHeaders<T extends { schema: object }>(transformed: T
     return [status, { ...response, headers: Object.fromEntries(names.map((name) => [name, HEADERS[name]])) }];
   }));
   return { ...transformed, schema: { ...transformed.schema, response: documented } };
+}
+
+/** The document without component schemas that nothing in it refers to. */
+export function withoutUnreferencedSchemas<T extends object>(document: T): T {
+  const { components } = document as { components?: { schemas?: Record<string, unknown> } };
+  if (!components?.schemas) return document;
+  const text = JSON.stringify(document);
+  const referenced = (name: string) => text.includes(`"#/components/schemas/${name}"`);
+  const schemas = Object.fromEntries(Object.entries(components.schemas).filter(([name]) => referenced(name)));
+  return { ...document, components: { ...components, schemas } };
 }
