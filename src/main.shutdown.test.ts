@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, test } from 'node:test';
-import { createRuntime } from './runtime.ts';
-import { databaseEnv, freshDatabase, testConfig, type TestDatabase } from './testing/harness.ts';
+import { API, databaseEnv, freshDatabase, seedAccount, type TestDatabase } from './testing/harness.ts';
 import { startServerProcess } from './testing/server-process.ts';
 
 /**
@@ -10,18 +9,15 @@ import { startServerProcess } from './testing/server-process.ts';
  * SIGTERM comes is answered; one that arrives after it, on the same connection, is refused with
  * the contract's problem body (not Fastify's own JSON), and the connection is closed.
  */
-const API = '/api/v1/api-channel';
 let database: TestDatabase;
 let key: string;
 let agentId: string;
 
 before(async () => {
   database = await freshDatabase();
-  const runtime = await createRuntime(testConfig(database), database.pgSchema ? { pgSchema: database.pgSchema } : {});
-  const user = await runtime.services.accounts.createUser({ email: 'shutdown@example.test', password: 'a long password', plan: 'pro' });
-  agentId = (await runtime.services.agents.create(user.id, { agent_name: 'Slow agent' })).agent_id;
-  key = (await runtime.services.keys.create(user.id, { label: 'shutdown test' })).token;
-  await runtime.close();
+  const seeded = await seedAccount(database, 'shutdown@example.test', 1);
+  key = seeded.key;
+  agentId = seeded.agentIds[0]!;
 });
 after(async () => { await database.drop(); });
 

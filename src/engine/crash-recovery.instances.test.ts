@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { createRuntime } from '../runtime.ts';
 import type { Job } from '../store/schema.ts';
 import { openStore, type Store } from '../store/store.ts';
-import { databaseEnv, freshDatabase, TEST_DB, testConfig, type TestDatabase } from '../testing/harness.ts';
+import { API, databaseEnv, freshDatabase, seedAccount, TEST_DB, type TestDatabase } from '../testing/harness.ts';
 import { startServerProcess, type ServerProcess } from '../testing/server-process.ts';
 
 /**
@@ -18,7 +17,6 @@ import { startServerProcess, type ServerProcess } from '../testing/server-proces
  * running work when A dies.
  */
 
-const API = '/api/v1/api-channel';
 const LEASE_MS = 1500;
 const A = 'instance-a';
 const B = 'instance-b';
@@ -32,12 +30,7 @@ describe('SIGKILL one of two instances: the other takes its turns over', { skip:
   before(async () => {
     database = await freshDatabase();
     env = { ...databaseEnv(database), WAIT_CEILING_MS: '200', JOB_LEASE_MS: String(LEASE_MS), SHUTDOWN_GRACE_MS: '3000' };
-    const runtime = await createRuntime(testConfig(database), { pgSchema: database.pgSchema! });
-    const user = await runtime.services.accounts.createUser({ email: 'instances@example.test', password: 'a long password', plan: 'pro' });
-    agentIds = [];
-    for (let i = 0; i < 5; i++) agentIds.push((await runtime.services.agents.create(user.id, { agent_name: `Agent ${i}` })).agent_id);
-    key = (await runtime.services.keys.create(user.id, { label: 'instances test', rate_limit: 10_000 })).token;
-    await runtime.close();
+    ({ key, agentIds } = await seedAccount(database, 'instances@example.test', 5));
   });
   after(async () => { await database.drop(); });
 

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { createRuntime } from '../runtime.ts';
 import { openStore } from '../store/store.ts';
-import { databaseEnv, freshDatabase, testConfig, type TestDatabase } from '../testing/harness.ts';
+import { API, databaseEnv, freshDatabase, seedAccount, type TestDatabase } from '../testing/harness.ts';
 import { startServerProcess, type ServerProcess } from '../testing/server-process.ts';
 
 /**
@@ -12,7 +11,6 @@ import { startServerProcess, type ServerProcess } from '../testing/server-proces
  * grace period; what is cut off resumes at the next start.
  */
 
-const API = '/api/v1/api-channel';
 let database: TestDatabase;
 let env: Record<string, string>;
 let key: string;
@@ -21,12 +19,7 @@ let agentIds: string[];
 before(async () => {
   database = await freshDatabase();
   env = { ...databaseEnv(database), WAIT_CEILING_MS: '200', JOB_LEASE_MS: '1500', SHUTDOWN_GRACE_MS: '3000' };
-  const runtime = await createRuntime(testConfig(database), database.pgSchema ? { pgSchema: database.pgSchema } : {});
-  const user = await runtime.services.accounts.createUser({ email: 'crash@example.test', password: 'a long password', plan: 'pro' });
-  agentIds = [];
-  for (let i = 0; i < 3; i++) agentIds.push((await runtime.services.agents.create(user.id, { agent_name: `Agent ${i}` })).agent_id);
-  key = (await runtime.services.keys.create(user.id, { label: 'crash test', rate_limit: 10_000 })).token;
-  await runtime.close();
+  ({ key, agentIds } = await seedAccount(database, 'crash@example.test', 3));
 });
 after(async () => { await database.drop(); });
 

@@ -59,6 +59,23 @@ export function testConfig(database: TestDatabase, overrides: Partial<Config> = 
   return { ...loadConfig({}), databaseUrl: database.url, scryptCostLog2: 10, ...overrides };
 }
 
+/**
+ * A pro user with `agents` agents and one API key (10,000 a minute), written straight to
+ * `database`: for tests whose server runs as a child process, set up before it starts.
+ */
+export async function seedAccount(database: TestDatabase, email: string, agents: number): Promise<{ key: string; agentIds: string[] }> {
+  const runtime = await createRuntime(testConfig(database), database.pgSchema ? { pgSchema: database.pgSchema } : {});
+  try {
+    const user = await runtime.services.accounts.createUser({ email, password: 'a long password', plan: 'pro' });
+    const agentIds: string[] = [];
+    for (let i = 0; i < agents; i++) agentIds.push((await runtime.services.agents.create(user.id, { agent_name: `Agent ${i}` })).agent_id);
+    const { token } = await runtime.services.keys.create(user.id, { label: 'process test', rate_limit: 10_000 });
+    return { key: token, agentIds };
+  } finally {
+    await runtime.close();
+  }
+}
+
 export interface TestUser {
   id: string;
   email: string;
