@@ -1,3 +1,4 @@
+import { hash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Transaction } from 'kysely';
 import pg from 'pg';
@@ -45,6 +46,16 @@ export class InProcessBus extends LocalDelivery implements Bus {
   }
 }
 
+/**
+ * The NOTIFY channel shared by the instances of one schema. PostgreSQL refuses a channel name of
+ * 64 bytes or more in pg_notify (and LISTEN cuts it short), so a schema name too long to fit
+ * (50 characters or more, of the 63 it may have) is stood in for by its digest.
+ */
+export function channelOf(schema: string | null): string {
+  const plain = `agent_channel_${schema ?? 'public'}`;
+  return plain.length <= 63 ? plain : `agent_channel_${hash('sha256', plain, 'hex').slice(0, 40)}`;
+}
+
 /** LISTEN/NOTIFY on one dedicated connection; reconnects and reports the gap so runners re-scan. */
 export class PostgresBus extends LocalDelivery implements Bus {
   private readonly channel: string;
@@ -56,7 +67,7 @@ export class PostgresBus extends LocalDelivery implements Bus {
   private constructor(connectionString: string, schema: string | null, onReconnect: () => void) {
     super();
     this.connectionString = connectionString;
-    this.channel = `agent_channel_${schema ?? 'public'}`;
+    this.channel = channelOf(schema);
     this.onReconnect = onReconnect;
   }
 

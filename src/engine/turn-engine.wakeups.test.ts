@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { KyselyPlugin } from 'kysely';
 import { openStore, type Store } from '../store/store.ts';
-import { freshDatabase, TEST_DB, type TestDatabase } from '../testing/harness.ts';
-import { InProcessBus, PostgresBus } from './bus.ts';
+import { randomBase62 } from '../domain/ids.ts';
+import { API, freshDatabase, startTestApp, TEST_DB, type TestDatabase } from '../testing/harness.ts';
+import { channelOf, InProcessBus, PostgresBus } from './bus.ts';
 import { isFinished, TurnEngine, type JobHandler } from './turn-engine.ts';
 
 /**
@@ -154,6 +155,28 @@ test('work whose runner died is announced when its lease is swept, so a runner o
     await b.stop(1_000);
     for (const bus of buses) await bus.close();
   }
+});
+
+test('a schema name of 63 characters, the longest PostgreSQL takes, still carries wake-ups: a turn completes', { skip: TEST_DB !== 'postgres' }, async () => {
+  const longSchema = `t_${randomBase62(12).toLowerCase()}_${'x'.repeat(48)}`;
+  assert.equal(longSchema.length, 63);
+  const t = await startTestApp({}, { database: await freshDatabase(longSchema) });
+  try {
+    const user = await t.userWithAgent();
+    const res = await t.inject({ method: 'POST', url: `${API}/messages`, headers: user.auth, payload: { text: 'hello', agent_id: user.agentId } });
+    assert.equal(res.statusCode, 200, res.body);
+    assert.equal(res.json().reply, 'You said: hello');
+  } finally {
+    await t.close();
+    await t.database.drop();
+  }
+});
+
+test('the wake-up channel of a schema fits PostgreSQL\'s 63 bytes, and two long schema names get two channels', () => {
+  const prefix = 'x'.repeat(49);
+  for (const schema of [null, 'public', 'a'.repeat(49), 'a'.repeat(63)]) assert.ok(channelOf(schema).length <= 63, String(schema));
+  assert.equal(channelOf('t_short'), 'agent_channel_t_short', 'a name that fits is kept as it is (rolling deploys keep one channel)');
+  assert.notEqual(channelOf(`${prefix}_one`), channelOf(`${prefix}_two`));
 });
 
 test('an event a transaction stages twice is delivered once', async () => {

@@ -24,9 +24,8 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-/** A database nobody else uses, removed by drop(). */
-export async function freshDatabase(): Promise<TestDatabase> {
-  const name = `t_${randomBase62(12).toLowerCase()}`;
+/** A database nobody else uses, removed by drop(); `name` (a schema or folder name) is random unless given. */
+export async function freshDatabase(name = `t_${randomBase62(12).toLowerCase()}`): Promise<TestDatabase> {
   if (TEST_DB === 'postgres') {
     return {
       url: TEST_PG_URL,
