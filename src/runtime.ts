@@ -29,7 +29,8 @@ export async function createRuntime(
   const store = await openStore(config.databaseUrl, { sqliteSynchronous: config.sqliteSynchronous, ...storeOptions });
   let engine: TurnEngine | undefined;
   const bus: Bus = store.dialect === 'postgres'
-    ? await PostgresBus.connect(splitSchemaParam(config.databaseUrl).url, store.pgSchema, () => engine?.kick())
+    ? await PostgresBus.connect(splitSchemaParam(config.databaseUrl).url, store.pgSchema,
+      () => engine?.caughtUp().catch((error: unknown) => logError(error, 'catching up after the bus reconnected')))
     : new InProcessBus();
   engine = new TurnEngine({
     store, bus, instanceId: config.instanceId, perAgent: config.agentConcurrency,

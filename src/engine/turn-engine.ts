@@ -377,6 +377,19 @@ export class TurnEngine {
     this.lookForWork();
   }
 
+  /**
+   * After a gap in the wake-ups from other instances (the bus lost its connection and is back):
+   * what ended or was queued elsewhere meanwhile was announced to nobody here. Looks at the queue,
+   * and at every job a request here waits for, now rather than at the next poll or its timeout.
+   */
+  async caughtUp(): Promise<void> {
+    this.kick();
+    for (const jobId of [...this.waiters.keys()]) {
+      const job = await getJob(this.options.store.db, jobId);
+      if (job && isFinished(job)) this.wakeWaiters(jobId, { job });
+    }
+  }
+
   /** A job ended here or elsewhere: its slot or its agent's line is free for queued work, if any. */
   private slotFreed(): void {
     // While a scan runs the flag is down, and the scan may have read the queue before this job

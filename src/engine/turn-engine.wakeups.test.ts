@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import type { KyselyPlugin } from 'kysely';
+import { sql, type KyselyPlugin } from 'kysely';
 import { openStore, type Store } from '../store/store.ts';
 import { randomBase62 } from '../domain/ids.ts';
 import { API, freshDatabase, startTestApp, TEST_DB, type TestDatabase } from '../testing/harness.ts';
@@ -177,6 +177,41 @@ test('the wake-up channel of a schema fits PostgreSQL\'s 63 bytes, and two long 
   for (const schema of [null, 'public', 'a'.repeat(49), 'a'.repeat(63)]) assert.ok(channelOf(schema).length <= 63, String(schema));
   assert.equal(channelOf('t_short'), 'agent_channel_t_short', 'a name that fits is kept as it is (rolling deploys keep one channel)');
   assert.notEqual(channelOf(`${prefix}_one`), channelOf(`${prefix}_two`));
+});
+
+test('a waiter whose job ended elsewhere while its bus was reconnecting is woken once the bus is back, not at its timeout', { skip: TEST_DB !== 'postgres', timeout: 20_000 }, async () => {
+  // A only waits (no runner); B runs the job. A's wake-up connection is cut just before the job
+  // ends, so the announcement of its end reaches nobody on A.
+  let a!: TurnEngine;
+  const busA = await PostgresBus.connect(database.url, database.pgSchema ?? null, () => void a.caughtUp());
+  const busB = await PostgresBus.connect(database.url, database.pgSchema ?? null);
+  a = new TurnEngine({ store, bus: busA, instanceId: 'wakeups-gap-a', perAgent: 1, concurrency: 1, leaseMs: 15_000, pollMs: 600_000 });
+  const b = new TurnEngine({ store, bus: busB, instanceId: 'wakeups-gap-b', perAgent: 1, concurrency: 8, leaseMs: 15_000, pollMs: 600_000 });
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => { release = resolve; });
+  b.setHandler({ async run() { await released; return async () => ({ status: 'done', replyTurnId: null }); }, failure: slowHandler.failure });
+  await a.start();
+  await b.start();
+  try {
+    const jobId = await a.transact(async (trx, stage, hooks) => (await a.enqueue(trx, stage, hooks, {
+      agentId: 'agt_gap', sessionId: 'ses_gap', userId: 'usr_wakeups', kind: 'message', payload: { kind: 'message', text: 'gap' },
+    })).id);
+    const waiting = a.waitForJob(jobId, 600_000); // a missed wake-up would time the test out
+    while ((await store.db.selectFrom('jobs').select('lease_owner').where('id', '=', jobId).executeTakeFirst())?.lease_owner !== 'wakeups-gap-b') {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    // Cut every wake-up connection of this schema (both reconnect after 200 ms), then end the job.
+    await sql`select pg_terminate_backend(pid) from pg_stat_activity where query = ${`LISTEN "${channelOf(database.pgSchema ?? null)}"`}`.execute(store.db);
+    release();
+    const state = await waiting;
+    assert.ok(isFinished(state.job), `the job is ${state.job.status}`);
+  } finally {
+    release();
+    await a.stop(1_000);
+    await b.stop(1_000);
+    await busA.close();
+    await busB.close();
+  }
 });
 
 test('an event a transaction stages twice is delivered once', async () => {
