@@ -166,3 +166,17 @@ test('a migration elsewhere (a rolling deploy) never leaves a prepared statement
   assert.deepEqual(await run(named, ['a']), [{ k: 'a' }]);
   assert.deepEqual(await run(named, ['a']), [{ k: 'a' }]);
 }));
+
+test('a connection the server drops between two statements of a transaction fails that transaction, not the process; the next query works', { skip }, () => withOneConnectionStore(async (store, other) => {
+  const transaction = store.db.transaction().execute(async (trx) => {
+    const { rows } = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(trx);
+    // Dropped while this transaction holds it and sends nothing (a failover, a restart, an
+    // idle-in-transaction timeout): pg then emits 'error' on a client the pool is not watching.
+    await other.query('select pg_terminate_backend($1)', [rows[0]!.pid]);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await sql`select 1`.execute(trx);
+  });
+  await assert.rejects(transaction);
+  const { rows } = await sql<{ ok: number }>`select 1 as ok`.execute(store.db);
+  assert.equal(rows[0]!.ok, 1, 'the pool replaced the dropped connection');
+}));

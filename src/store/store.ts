@@ -129,6 +129,10 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
     ...(schema ? { options: `-c search_path=${schema}` } : {}),
   });
   pool.on('error', () => {}); // an idle client dropped by the server is replaced on next use
+  // A client in use is one the pool stops watching: if the server drops it between two statements
+  // (a restart, a failover), pg's 'error' event would find no listener and end the process. The
+  // statement under way or the next one fails instead, and the pool discards the client.
+  pool.on('connect', (client) => { client.on('error', () => {}); });
   const db = new Kysely<DB>({ dialect: new CurrentSchemaPostgresDialect({ pool }) });
   return {
     db,
