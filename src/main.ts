@@ -22,6 +22,8 @@ export async function serve(): Promise<void> {
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
-  await runtime.startEngine();
+  // Listen first: a second server started by mistake on a taken port fails before its engine
+  // would take up (on SQLite: requeue) the work the running one is doing.
   await server.listen({ port: config.port, host: config.host });
+  await runtime.startEngine();
 }
