@@ -37,7 +37,8 @@ export async function createRuntime(
     concurrency: config.runnerConcurrency, leaseMs: config.leaseMs, onError: logError,
   });
   const services = createServices({ store, config, engine, brain: new BuiltinBrain(), tools });
-  const rateLimiter: RateLimiter = createRateLimiter(config.rateLimitStore, store, config.redisUrl);
+  const rateLimiter: RateLimiter = createRateLimiter(config.rateLimitStore, store, config.redisUrl,
+    (error) => logError(error, 'the rate limit store cannot be reached: requests get 503 until it is back'));
   const theEngine = engine;
   return {
     config, store, bus, engine: theEngine, services, rateLimiter,

@@ -90,8 +90,19 @@ export class RedisRateLimiter implements RateLimiter {
   private readonly redis: Redis;
   private readonly prefix: string;
 
-  constructor(url: string, prefix = 'agent-channel:rl:') {
-    this.redis = new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 2, enableOfflineQueue: true });
+  /**
+   * While Redis cannot be reached, each take fails within about a second (so the request gets a
+   * 503 at once rather than after ioredis's retries), and `onError` hears of it once per outage
+   * (ioredis would print every reconnect attempt on stderr, forever, with no listener).
+   */
+  constructor(url: string, prefix = 'agent-channel:rl:', onError: (error: unknown) => void = () => {}) {
+    this.redis = new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: true, connectTimeout: 1000, commandTimeout: 1000 });
+    let reachable = true;
+    this.redis.on('error', (error: unknown) => {
+      if (reachable) onError(error);
+      reachable = false;
+    });
+    this.redis.on('ready', () => { reachable = true; });
     this.redis.defineCommand('acTake', { numberOfKeys: 2, lua: TAKE });
     this.prefix = prefix;
   }

@@ -17,13 +17,15 @@ export const POSTGRES_LIMITER_NEEDS_POSTGRES = 'RATE_LIMIT_STORE=postgres needs 
  * per file), in PostgreSQL on PostgreSQL (shared by every instance). `memory` on several
  * instances gives each its own log, so together they accept up to L per instance.
  */
-export function createRateLimiter(choice: RateLimitStore, store: Store, redisUrl: string): RateLimiter {
+export function createRateLimiter(
+  choice: RateLimitStore, store: Store, redisUrl: string, onStoreError: (error: unknown) => void = () => {},
+): RateLimiter {
   const resolved = choice === 'auto' ? (store.dialect === 'postgres' ? 'postgres' : 'memory') : choice;
   switch (resolved) {
     case 'memory':
       return new MemoryRateLimiter();
     case 'redis':
-      return new RedisRateLimiter(redisUrl);
+      return new RedisRateLimiter(redisUrl, undefined, onStoreError);
     case 'postgres':
       if (!store.pgPool) throw new Error(POSTGRES_LIMITER_NEEDS_POSTGRES);
       return new PostgresRateLimiter(store.pgPool);

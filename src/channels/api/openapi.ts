@@ -25,6 +25,7 @@ export type RouteResponseHeaders = Partial<Record<number, HeaderName[]>>;
 function commonHeaders(status: number): HeaderName[] {
   if (status === 401) return ['X-Request-Id', 'WWW-Authenticate'];
   if (status === 429) return ['X-Request-Id', 'RateLimit-Policy', 'RateLimit', 'Retry-After'];
+  if (status === 503) return ['X-Request-Id', 'Retry-After'];
   return ['X-Request-Id', 'RateLimit-Policy', 'RateLimit'];
 }
 

@@ -36,6 +36,7 @@ export const COMMON_PROBLEMS = {
   401: problemResponse('Missing, malformed, unknown, revoked, expired or inactive key.'),
   429: problemResponse('The key\'s per-minute limit is used up; see Retry-After.'),
   422: problemResponse('validation_failed: a query parameter is invalid, or holds the NUL character (U+0000) or a lone UTF-16 surrogate.'),
+  503: problemResponse('service_unavailable: the server is shutting down, or the rate limit store cannot be reached (then with Retry-After); send the request again.'),
 } as const;
 
 export const BODY_PROBLEMS = {

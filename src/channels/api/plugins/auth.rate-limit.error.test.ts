@@ -47,3 +47,24 @@ test('every authenticated request counts, whatever its outcome', async () => {
   assert.deepEqual(outcomes.map((r) => r.statusCode), [422, 404, 400]);
   assert.equal((await t.inject({ method: 'GET', url: `${API}/agents`, headers: u.auth })).statusCode, 429);
 });
+
+test('a rate limit store that cannot be reached (Redis down): 503 service_unavailable with Retry-After, and the message is not taken', async () => {
+  const down = await startTestApp({ rateLimitStore: 'redis', redisUrl: 'redis://127.0.0.1:1' });
+  try {
+    const u = await down.userWithAgent();
+    for (const request of [
+      { method: 'GET' as const, url: `${API}/agents` },
+      { method: 'POST' as const, url: `${API}/messages`, payload: { text: 'not counted, not sent', agent_id: u.agentId } },
+    ]) {
+      const res = await down.inject({ ...request, headers: u.auth });
+      assert.equal(res.statusCode, 503, res.body);
+      assert.equal(res.headers['retry-after'], '1');
+      assert.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8');
+      assert.equal(res.json().code, 'service_unavailable');
+    }
+    const sessions = await down.runtime.store.db.selectFrom('sessions').select('id').where('user_id', '=', u.id).execute();
+    assert.deepEqual(sessions, [], 'the message was not taken');
+  } finally {
+    await down.close();
+  }
+});

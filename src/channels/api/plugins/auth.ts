@@ -20,7 +20,15 @@ export function installKeyAuth(app: FastifyInstance, deps: { keys: KeysService; 
     const key = await deps.keys.authenticate(request.headers.authorization);
     if (!key) return sendProblem(request, reply, UNAUTHORIZED());
     request.apiKey = key;
-    const verdict = await deps.rateLimiter.take(key.keyId, key.rateLimit);
+    let verdict;
+    try {
+      verdict = await deps.rateLimiter.take(key.keyId, key.rateLimit);
+    } catch (error) {
+      // No count, no request (never more than L a minute); not the client's fault, and brief.
+      request.log.warn({ err: error }, 'rate limit store unavailable');
+      reply.header('Retry-After', '1');
+      return sendProblem(request, reply, new Problem('service_unavailable', 'The key\'s rate limit cannot be checked just now; retry in a moment.'));
+    }
     reply.header('RateLimit-Policy', `"key";q=${verdict.limit};w=60`);
     reply.header('RateLimit', `"key";r=${verdict.remaining};t=${verdict.resetSeconds}`);
     if (!verdict.allowed) {
