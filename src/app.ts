@@ -38,6 +38,14 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
       stream: logStream,
     },
     bodyLimit: BODY_LIMIT_BYTES,
+    // A client has REQUEST_TIMEOUT_MS to send a whole request, its body included (Fastify's
+    // default is no limit: a body that never arrives held its connection for ever); then 408.
+    // Node looks for late ones at this interval (30 s by default).
+    requestTimeout: runtime.config.requestTimeoutMs,
+    http: {
+      headersTimeout: Math.min(60_000, runtime.config.requestTimeoutMs),
+      connectionsCheckingInterval: Math.min(30_000, Math.max(250, runtime.config.requestTimeoutMs / 4)),
+    },
     genReqId: () => randomUUID(),
     requestIdHeader: false,
     trustProxy: runtime.config.trustProxy,

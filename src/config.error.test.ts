@@ -33,3 +33,23 @@ test('TRUST_PROXY: false, the proxies\' addresses or ranges, or true; a count or
     assert.throws(() => loadConfig({ TRUST_PROXY: bad }), /^Error: TRUST_PROXY must be false, the proxies' addresses or ranges/, bad);
   }
 });
+
+test('numbers are plain decimal integers: "1e3", "0x1F", " 80 " and "8.5" are refused, not read as something else', () => {
+  for (const raw of ['1e3', '0x1F', ' 80 ', '8.5', '']) {
+    if (raw === '') assert.equal(loadConfig({ PORT: raw }).port, 8080, 'empty is unset');
+    else assert.throws(() => loadConfig({ PORT: raw }), new RegExp(`^Error: PORT must be an integer between 0 and 65535 \\(got "${raw.replace('.', '\\.')}"\\)$`));
+  }
+  assert.equal(loadConfig({ PORT: '8081' }).port, 8081);
+});
+
+test('LOG_LEVEL is one of pino\'s levels', () => {
+  assert.equal(loadConfig({}).logLevel, 'info');
+  assert.equal(loadConfig({ LOG_LEVEL: 'warn' }).logLevel, 'warn');
+  assert.throws(() => loadConfig({ LOG_LEVEL: 'verbose' }), /^Error: LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent \(got "verbose"\)$/);
+});
+
+test('REQUEST_TIMEOUT_MS: 60 s unless set, from 1 s to an hour', () => {
+  assert.equal(loadConfig({}).requestTimeoutMs, 60_000);
+  assert.equal(loadConfig({ REQUEST_TIMEOUT_MS: '5000' }).requestTimeoutMs, 5000);
+  assert.throws(() => loadConfig({ REQUEST_TIMEOUT_MS: '10' }), /REQUEST_TIMEOUT_MS must be an integer between 1000 and 3600000/);
+});

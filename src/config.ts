@@ -10,6 +10,8 @@ export interface Config {
   databaseUrl: string;
   sqliteSynchronous: SqliteSynchronous;
   logLevel: string;
+  /** The longest a client may take to send a whole request (headers and body); then 408. */
+  requestTimeoutMs: number;
   waitCeilingMs: number;
   duplicateWindowMs: number;
   idempotencyTtlMs: number;
@@ -30,10 +32,14 @@ export interface Config {
   instanceId: string;
 }
 
+/** pino's levels. */
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
+  // Written as a plain decimal integer: Number() would also take "1e3", "0x1F" or " 80 ".
+  const value = /^-?\d+$/.test(raw) ? Number(raw) : Number.NaN;
   if (!Number.isInteger(value) || value < min || value > max) {
     throw new Error(`${name} must be an integer between ${min} and ${max} (got "${raw}")`);
   }
@@ -80,12 +86,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!SQLITE_SYNCHRONOUS_MODES.includes(sqliteSynchronous as SqliteSynchronous)) {
     throw new Error(`SQLITE_SYNCHRONOUS must be ${SQLITE_SYNCHRONOUS_MODES.map((mode) => `"${mode}"`).join(' or ')} (got "${env.SQLITE_SYNCHRONOUS}")`);
   }
+  const logLevel = env.LOG_LEVEL || 'info';
+  if (!LOG_LEVELS.includes(logLevel)) throw new Error(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logLevel}")`);
   return {
     port: int(env, 'PORT', 8080, 0, 65535),
     host: env.HOST || '127.0.0.1',
     databaseUrl: env.DATABASE_URL || DEFAULT_DATABASE_URL,
     sqliteSynchronous: sqliteSynchronous as SqliteSynchronous,
-    logLevel: env.LOG_LEVEL || 'info',
+    logLevel,
+    requestTimeoutMs: int(env, 'REQUEST_TIMEOUT_MS', 60_000, 1_000, 3_600_000),
     waitCeilingMs: int(env, 'WAIT_CEILING_MS', 25_000, 0, 600_000),
     duplicateWindowMs: int(env, 'DUPLICATE_WINDOW_MS', 10_000, 0, 3_600_000),
     idempotencyTtlMs: int(env, 'IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 30) * 3_600_000,

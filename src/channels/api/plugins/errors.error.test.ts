@@ -67,9 +67,21 @@ test('a request the HTTP parser refuses still gets a problem body, over a real s
   }
 });
 
+test('a request whose body never finishes arriving gets 408 request_timeout once REQUEST_TIMEOUT_MS is up, and its connection closes', async () => {
+  const server = await withListening({ requestTimeoutMs: 1000 });
+  try {
+    // 10 of the 100 bytes announced, then nothing: without a request timeout, held for ever.
+    const stalled = await rawExchange(server, `POST /api/v1/api-channel/messages HTTP/1.1\r\nHost: x\r\n${'Authorization: Bearer '}${u.key}\r\n`
+      + 'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"text":"h');
+    assertRawProblem(stalled, 408, 'request_timeout');
+  } finally {
+    await server.close();
+  }
+});
+
 /** The app of this file listening on a free loopback port (inject never reaches Node's parser). */
-async function withListening() {
-  const app = await buildApp(t.runtime, { logger: false });
+async function withListening(config: Partial<TestApp['config']> = {}) {
+  const app = await buildApp({ ...t.runtime, config: { ...t.runtime.config, ...config } }, { logger: false });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const { port } = app.server.address() as AddressInfo;
   return { port, close: () => app.close() };
