@@ -6,4 +6,11 @@ if (major < 24) {
   process.exit(1);
 }
 const { run } = await import('../src/cli/main.ts');
-process.exitCode = await run(process.argv.slice(2));
+try {
+  process.exitCode = await run(process.argv.slice(2));
+} catch (error) {
+  // A setting or a database that cannot work: one line saying why, not a stack (unless asked for).
+  const debugging = ['debug', 'trace'].includes(process.env.LOG_LEVEL ?? '');
+  console.error(`agent-channel: ${debugging ? error?.stack : error?.message ?? error}`);
+  process.exit(1); // open connections must not keep a failed start alive
+}

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { tmpdir } from 'node:os';
 import { after, before, test } from 'node:test';
 import { runCli } from '../testing/cli.ts';
 import { databaseEnv, freshDatabase, type TestDatabase } from '../testing/harness.ts';
@@ -48,4 +49,18 @@ test('a second agent on the free plan is refused with the plan\'s reason', async
   assert.notEqual(second.code, 0);
   assert.equal(second.stdout, '');
   assert.match(second.stderr, /plan/);
+});
+
+test('a setting or a database that cannot work stops serve and the CLI with one line saying why, exit 1, no stack', async () => {
+  for (const [extra, args, why] of [
+    [{ PORT: '1e3' }, ['serve'], /^agent-channel: PORT must be an integer between 0 and 65535 \(got "1e3"\)$/],
+    [{ LOG_LEVEL: 'verbose' }, ['serve'], /^agent-channel: LOG_LEVEL must be one of/],
+    [{ DATABASE_URL: `sqlite:${tmpdir()}` }, ['users', 'create', '--email', 'x@example.test', '--password', 'correct horse'],
+      /^agent-channel: cannot open the SQLite database .+: unable to open database file$/],
+  ] as const) {
+    const result = await runCli({ ...env, ...extra }, ...args);
+    assert.equal(result.code, 1, result.stderr);
+    assert.match(result.stderr.trim(), why);
+    assert.doesNotMatch(result.stderr, /\n\s+at /, 'no stack');
+  }
 });

@@ -73,7 +73,12 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined): St
   }
   const path = url.slice('sqlite:'.length) || DEFAULT_DATABASE_URL.slice('sqlite:'.length);
   if (path !== ':memory:') mkdirSync(dirname(resolve(path)), { recursive: true });
-  const database = openNodeSqlite(path, synchronous);
+  let database;
+  try {
+    database = openNodeSqlite(path, synchronous);
+  } catch (error) {
+    throw new Error(`cannot open the SQLite database ${resolve(path)}: ${(error as Error).message}`, { cause: error });
+  }
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database }) });
   runPreparedDirectly(db, database);
   let checkpointer: SqliteCheckpointer | null = null;
