@@ -91,6 +91,11 @@ export class PostgresBus extends LocalDelivery implements Bus {
     client.on('end', () => this.reconnectSoon(client));
     await client.connect();
     await client.query(`LISTEN "${this.channel}"`);
+    if (this.closed) {
+      // Closed while this (re)connection was under way: it must not outlive the bus.
+      await client.end().catch(() => {});
+      return;
+    }
     this.client = client;
   }
 
@@ -99,7 +104,7 @@ export class PostgresBus extends LocalDelivery implements Bus {
     this.client = null;
     const retry = () => {
       if (this.closed) return;
-      this.listen().then(this.onReconnect, () => setTimeout(retry, 1000).unref());
+      this.listen().then(() => { if (!this.closed) this.onReconnect(); }, () => setTimeout(retry, 1000).unref());
     };
     setTimeout(retry, 200).unref();
   }

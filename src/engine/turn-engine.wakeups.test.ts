@@ -197,7 +197,10 @@ test('a waiter whose job ended elsewhere while its bus was reconnecting is woken
       agentId: 'agt_gap', sessionId: 'ses_gap', userId: 'usr_wakeups', kind: 'message', payload: { kind: 'message', text: 'gap' },
     })).id);
     const waiting = a.waitForJob(jobId, 600_000); // a missed wake-up would time the test out
-    while ((await store.db.selectFrom('jobs').select('lease_owner').where('id', '=', jobId).executeTakeFirst())?.lease_owner !== 'wakeups-gap-b') {
+    for (const deadline = Date.now() + 5_000; ;) {
+      const job = await store.db.selectFrom('jobs').select('lease_owner').where('id', '=', jobId).executeTakeFirst();
+      if (job?.lease_owner === 'wakeups-gap-b') break;
+      assert.ok(Date.now() < deadline, 'B claims the job');
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     // Cut every wake-up connection of this schema (both reconnect after 200 ms), then end the job.
@@ -211,6 +214,19 @@ test('a waiter whose job ended elsewhere while its bus was reconnecting is woken
     await b.stop(1_000);
     await busA.close();
     await busB.close();
+  }
+});
+
+test('a bus closed while it reconnects leaves no connection behind', { skip: TEST_DB !== 'postgres', timeout: 20_000 }, async () => {
+  const listening = async () => (await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+    where query = ${`LISTEN "${channelOf(database.pgSchema ?? null)}"`}`.execute(store.db)).rows[0]!.n;
+  for (let delayMs = 195; delayMs <= 225; delayMs += 3) { // around the reconnection, 200 ms after the drop
+    const bus = await PostgresBus.connect(database.url, database.pgSchema ?? null);
+    await sql`select pg_terminate_backend(pid) from pg_stat_activity where query = ${`LISTEN "${channelOf(database.pgSchema ?? null)}"`}`.execute(store.db);
+    await new Promise((resolve) => setTimeout(resolve, delayMs));
+    await bus.close();
+    await new Promise((resolve) => setTimeout(resolve, 100)); // a connection under way has landed by now
+    assert.equal(await listening(), 0, `closed ${delayMs} ms after the drop`);
   }
 });
 
