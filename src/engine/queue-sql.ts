@@ -193,6 +193,13 @@ export async function getJob(db: Kysely<DB>, id: number): Promise<Job | undefine
   return job ? normalize(job) : undefined;
 }
 
+/** Those of these jobs that have finished, in one read (an empty list reads nothing). */
+export async function finishedJobs(db: Kysely<DB>, ids: number[]): Promise<Job[]> {
+  if (ids.length === 0) return [];
+  const rows = await db.selectFrom('jobs').select(JOB_COLUMNS).where('id', 'in', ids).where('status', 'in', ['done', 'failed']).execute();
+  return rows.map(normalize);
+}
+
 /** The payloads of a session's (or, with null, every session's) continuations still queued or running, other than `exceptJobId`. */
 export async function openContinuationPayloads(db: Kysely<DB>, sessionId: string | null, exceptJobId: number | null): Promise<unknown[]> {
   const rows = await db.selectFrom('jobs').select(['id', 'payload'])

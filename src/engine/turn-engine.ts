@@ -4,7 +4,7 @@ import { runFixedStatement, sqliteTransactionOpen } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
 import type { Bus, BusEvent } from './bus.ts';
 import {
-  claimInTransaction, findClaimable, finishJob, getJob, hasQueuedJobs, insertJob, releaseJob, renewLeases, requeueAllRunning,
+  claimInTransaction, findClaimable, finishedJobs, finishJob, getJob, hasQueuedJobs, insertJob, releaseJob, renewLeases, requeueAllRunning,
   lockAgentLine, requeueExpired, type NewJob,
 } from './queue-sql.ts';
 
@@ -384,10 +384,7 @@ export class TurnEngine {
    */
   async caughtUp(): Promise<void> {
     this.kick();
-    for (const jobId of [...this.waiters.keys()]) {
-      const job = await getJob(this.options.store.db, jobId);
-      if (job && isFinished(job)) this.wakeWaiters(jobId, { job });
-    }
+    for (const job of await finishedJobs(this.options.store.db, [...this.waiters.keys()])) this.wakeWaiters(job.id, { job });
   }
 
   /** A job ended here or elsewhere: its slot or its agent's line is free for queued work, if any. */
