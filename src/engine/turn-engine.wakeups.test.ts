@@ -30,12 +30,30 @@ const slowHandler: JobHandler = {
   failure: () => async () => ({ status: 'failed', replyTurnId: null }),
 };
 
+/** A handler whose jobs hold until `release()` is called. */
+function heldHandler(): { handler: JobHandler; release: () => void } {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => { release = resolve; });
+  return { handler: { async run() { await released; return async () => ({ status: 'done', replyTurnId: null }); }, failure: slowHandler.failure }, release };
+}
+
+/** Enqueues one message job through `engine` and returns its id. */
+function enqueueOne(engine: TurnEngine, agentId: string, sessionId: string, text: string): Promise<number> {
+  return engine.transact(async (trx, stage, hooks) => (await engine.enqueue(trx, stage, hooks, {
+    agentId, sessionId, userId: 'usr_wakeups', kind: 'message', payload: { kind: 'message', text },
+  })).id);
+}
+
+/** The wake-up (LISTEN) connections of this file's schema: how many, and dropping them all as a database restart would. */
+const wakeUpQuery = () => `LISTEN "${channelOf(database.pgSchema ?? null)}"`;
+const wakeUpConnections = async () => (await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where query = ${wakeUpQuery()}`
+  .execute(store.db)).rows[0]!.n;
+const cutWakeUpConnections = () => sql`select pg_terminate_backend(pid) from pg_stat_activity where query = ${wakeUpQuery()}`.execute(store.db);
+
 async function runAll(engine: TurnEngine, jobs: Array<{ agentId: string }>): Promise<void> {
   const ids: number[] = [];
   for (const [i, job] of jobs.entries()) {
-    ids.push(await engine.transact(async (trx, stage, hooks) => (await engine.enqueue(trx, stage, hooks, {
-      agentId: job.agentId, sessionId: `ses_wakeups${i}`, userId: 'usr_wakeups', kind: 'message', payload: { kind: 'message', text: `${i}` },
-    })).id));
+    ids.push(await enqueueOne(engine, job.agentId, `ses_wakeups${i}`, `${i}`));
   }
   const states = await Promise.all(ids.map((id) => engine.waitForJob(id, 5_000)));
   assert.ok(states.every((state) => isFinished(state.job)), 'every job finished without the poll');
@@ -103,9 +121,7 @@ test('a job that ends while a scan of the queue is under way still frees its age
   });
   await engine.start();
   try {
-    const enqueue = (i: number) => engine.transact(async (trx, stage, hooks) => (await engine.enqueue(trx, stage, hooks, {
-      agentId: 'agt_scan', sessionId: `ses_scan${i}`, userId: 'usr_wakeups', kind: 'message', payload: { kind: 'message', text: `${i}` },
-    })).id);
+    const enqueue = (i: number) => enqueueOne(engine, 'agt_scan', `ses_scan${i}`, `${i}`);
     const blocking = await enqueue(1);
     const waiting = await enqueue(2);
     await new Promise((resolve) => setTimeout(resolve, 100)); // the scan for the queued job has come and gone
@@ -126,19 +142,16 @@ test('a job that ends while a scan of the queue is under way still frees its age
 test('work whose runner died is announced when its lease is swept, so a runner on another instance takes it up', { skip: TEST_DB !== 'postgres' }, async () => {
   // Instance A sweeps expired leases but is full (one slot, busy); instance B is idle and has
   // seen an empty queue, so only the announcement can bring the orphaned job to it.
-  let releaseA!: () => void;
-  const busyA = new Promise<void>((resolve) => { releaseA = resolve; });
+  const { handler: heldOnA, release: releaseA } = heldHandler();
   const buses = [await PostgresBus.connect(database.url, database.pgSchema ?? null), await PostgresBus.connect(database.url, database.pgSchema ?? null)];
   const a = new TurnEngine({ store, bus: buses[0]!, instanceId: 'wakeups-swept-a', perAgent: 1, concurrency: 1, leaseMs: 600, pollMs: 600_000 });
   const b = new TurnEngine({ store, bus: buses[1]!, instanceId: 'wakeups-swept-b', perAgent: 1, concurrency: 8, leaseMs: 15_000, pollMs: 600_000 });
-  a.setHandler({ async run() { await busyA; return async () => ({ status: 'done', replyTurnId: null }); }, failure: slowHandler.failure });
+  a.setHandler(heldOnA);
   b.setHandler(slowHandler);
   await a.start();
   await b.start();
   try {
-    const busy = await a.transact(async (trx, stage, hooks) => (await a.enqueue(trx, stage, hooks, {
-      agentId: 'agt_busy', sessionId: 'ses_busy', userId: 'usr_wakeups', kind: 'message', payload: { kind: 'message', text: 'busy' },
-    })).id);
+    const busy = await enqueueOne(a, 'agt_busy', 'ses_busy', 'busy');
     // A job a dead instance was running: its lease ran out a moment ago.
     const [orphan] = await store.db.insertInto('jobs').values({
       agent_id: 'agt_orphan', session_id: 'ses_orphan', user_id: 'usr_wakeups', kind: 'message', payload: JSON.stringify({ kind: 'message', text: 'orphan' }),
@@ -187,15 +200,12 @@ test('a waiter whose job ended elsewhere while its bus was reconnecting is woken
   const busB = await PostgresBus.connect(database.url, database.pgSchema ?? null);
   a = new TurnEngine({ store, bus: busA, instanceId: 'wakeups-gap-a', perAgent: 1, concurrency: 1, leaseMs: 15_000, pollMs: 600_000 });
   const b = new TurnEngine({ store, bus: busB, instanceId: 'wakeups-gap-b', perAgent: 1, concurrency: 8, leaseMs: 15_000, pollMs: 600_000 });
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => { release = resolve; });
-  b.setHandler({ async run() { await released; return async () => ({ status: 'done', replyTurnId: null }); }, failure: slowHandler.failure });
+  const { handler: heldOnB, release } = heldHandler();
+  b.setHandler(heldOnB);
   await a.start();
   await b.start();
   try {
-    const jobId = await a.transact(async (trx, stage, hooks) => (await a.enqueue(trx, stage, hooks, {
-      agentId: 'agt_gap', sessionId: 'ses_gap', userId: 'usr_wakeups', kind: 'message', payload: { kind: 'message', text: 'gap' },
-    })).id);
+    const jobId = await enqueueOne(a, 'agt_gap', 'ses_gap', 'gap');
     const waiting = a.waitForJob(jobId, 600_000); // a missed wake-up would time the test out
     for (const deadline = Date.now() + 5_000; ;) {
       const job = await store.db.selectFrom('jobs').select('lease_owner').where('id', '=', jobId).executeTakeFirst();
@@ -204,7 +214,7 @@ test('a waiter whose job ended elsewhere while its bus was reconnecting is woken
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     // Cut every wake-up connection of this schema (both reconnect after 200 ms), then end the job.
-    await sql`select pg_terminate_backend(pid) from pg_stat_activity where query = ${`LISTEN "${channelOf(database.pgSchema ?? null)}"`}`.execute(store.db);
+    await cutWakeUpConnections();
     release();
     const state = await waiting;
     assert.ok(isFinished(state.job), `the job is ${state.job.status}`);
@@ -218,15 +228,13 @@ test('a waiter whose job ended elsewhere while its bus was reconnecting is woken
 });
 
 test('a bus closed while it reconnects leaves no connection behind', { skip: TEST_DB !== 'postgres', timeout: 20_000 }, async () => {
-  const listening = async () => (await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
-    where query = ${`LISTEN "${channelOf(database.pgSchema ?? null)}"`}`.execute(store.db)).rows[0]!.n;
   for (let delayMs = 195; delayMs <= 225; delayMs += 3) { // around the reconnection, 200 ms after the drop
     const bus = await PostgresBus.connect(database.url, database.pgSchema ?? null);
-    await sql`select pg_terminate_backend(pid) from pg_stat_activity where query = ${`LISTEN "${channelOf(database.pgSchema ?? null)}"`}`.execute(store.db);
+    await cutWakeUpConnections();
     await new Promise((resolve) => setTimeout(resolve, delayMs));
     await bus.close();
     await new Promise((resolve) => setTimeout(resolve, 100)); // a connection under way has landed by now
-    assert.equal(await listening(), 0, `closed ${delayMs} ms after the drop`);
+    assert.equal(await wakeUpConnections(), 0, `closed ${delayMs} ms after the drop`);
   }
 });
 
