@@ -27,6 +27,30 @@ export interface NodeSqliteDatabase extends SqliteDatabase {
  * among all of its requests). `normal`: synced only at checkpoints; faster, and safe against a
  * crash of this process, but the last commits may be lost with the machine.
  */
+/** SQLITE_BUSY, plain or extended (the low byte is the primary code). */
+export const isSqliteBusy = (error: unknown): boolean => ((error as { errcode?: number }).errcode ?? 0) % 256 === 5;
+
+/**
+ * Two processes switching a new file to WAL at the same moment can each hold a shared lock and
+ * want the exclusive one: SQLite then answers one of them BUSY at once, without waiting (its
+ * busy handler would deadlock). That one's statement has ended, and its lock with it, so the
+ * other goes through; the loser tries again a few milliseconds later (seen: 1 open in about 100
+ * failing, when four processes opened a new file together).
+ */
+function switchToWal(db: DatabaseSync): void {
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (const deadline = Date.now() + BUSY_TIMEOUT_MS; ;) {
+    try {
+      const { journal_mode: mode } = db.prepare('PRAGMA journal_mode = WAL').get() as { journal_mode: string };
+      if (mode !== 'wal' && mode !== 'memory') throw new Error(`SQLite could not switch the file to WAL (journal mode: ${mode})`);
+      return;
+    } catch (error) {
+      if (!isSqliteBusy(error) || Date.now() > deadline) throw error;
+      Atomics.wait(pause, 0, 0, 2 + Math.random() * 8); // a synchronous sleep: opening is synchronous
+    }
+  }
+}
+
 export type SqliteSynchronous = 'full' | 'normal';
 export const SQLITE_SYNCHRONOUS_MODES: readonly SqliteSynchronous[] = ['full', 'normal'];
 
@@ -35,12 +59,14 @@ export const SQLITE_SYNCHRONOUS_MODES: readonly SqliteSynchronous[] = ['full', '
  * (better-sqlite3 is a native addon; here it could only be built against the system Node's
  * headers, not the pinned Node 24's, so the built-in driver is the dependable choice.)
  */
+const BUSY_TIMEOUT_MS = 5000;
+
 export function openNodeSqlite(path: string, synchronous: SqliteSynchronous = 'full'): NodeSqliteDatabase {
   const db = new DatabaseSync(path);
   // First: the CLI may write while the server runs, and both may open a new file at the same
   // moment, when switching it to WAL needs a lock the other may hold for a few milliseconds.
-  db.exec('PRAGMA busy_timeout = 5000');
-  db.exec('PRAGMA journal_mode = WAL');
+  db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  switchToWal(db);
   db.exec(`PRAGMA synchronous = ${synchronous === 'full' ? 'FULL' : 'NORMAL'}`);
   db.exec('PRAGMA foreign_keys = ON');
   // When a unit of a batch fails, the engine runs the batch again with each unit in a savepoint;
