@@ -22,8 +22,10 @@ export async function serve(): Promise<void> {
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
-  // Listen first: a second server started by mistake on a taken port fails before its engine
-  // would take up (on SQLite: requeue) the work the running one is doing.
+  // Claim the SQLite file, then listen, then run turns: a second server started by mistake (on the
+  // same file, or on a taken port) fails before it accepts a request or its engine would take up
+  // (on SQLite: requeue) the work the running one is doing.
+  runtime.store.claimForServer();
   await server.listen({ port: config.port, host: config.host });
   await runtime.startEngine();
 }

@@ -16,7 +16,7 @@ export interface Runtime {
   engine: TurnEngine;
   services: Services;
   rateLimiter: RateLimiter;
-  /** Starts running turns (the server does; the CLI does not). */
+  /** Starts running turns (the server does; the CLI does not). On SQLite, claims the file first (Store.claimForServer). */
   startEngine(): Promise<void>;
   /** Stops the engine within the grace period, then closes connections. */
   close(graceMs?: number): Promise<void>;
@@ -43,6 +43,7 @@ export async function createRuntime(
   return {
     config, store, bus, engine: theEngine, services, rateLimiter,
     async startEngine() {
+      store.claimForServer();
       store.startBackgroundCheckpoints((error) => logError(error, 'background checkpoints (SQLite checkpoints on commit instead)'));
       await theEngine.start();
       services.housekeeping.start(60_000, (error) => logError(error, 'housekeeping'));

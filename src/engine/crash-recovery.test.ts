@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
 import { openStore } from '../store/store.ts';
-import { API, databaseEnv, freshDatabase, seedAccount, type TestDatabase } from '../testing/harness.ts';
+import { API, databaseEnv, freshDatabase, seedAccount, TEST_DB, type TestDatabase } from '../testing/harness.ts';
 import { startServerProcess, type ServerProcess } from '../testing/server-process.ts';
 
 /**
@@ -138,4 +138,33 @@ test('a second server started by mistake on the port of a running one fails with
   } finally {
     await server.kill('SIGKILL');
   }
+});
+
+test('SQLite: a second server on another port but the same file is refused before it listens, and the work under way runs once', { skip: TEST_DB !== 'sqlite' && 'PostgreSQL takes several instances', timeout: 60_000 }, async () => {
+  const server = await startServerProcess(env);
+  try {
+    const res = await post(server, { text: '!sleep 1500 only once', agent_id: agentIds[2]! }, { prefer: 'wait=0' });
+    assert.equal(res.status, 202, JSON.stringify(res.body));
+    const second = await startServerProcess(env).catch((error: Error) => error);
+    if (!(second instanceof Error)) {
+      await second.kill('SIGTERM');
+      assert.fail('a second server started on the same SQLite file');
+    }
+    assert.match(second.message, /exited before listening/);
+    assert.match(second.message, /another agent-channel server is using the SQLite database/);
+    const pages = await untilIdle(server, [res.body.session_id]);
+    assert.deepEqual(pages[0].messages.filter((m: any) => m.role === 'agent').map((m: any) => m.text), ['You said: only once']);
+    const store = await openStore(database.url);
+    try {
+      const [job] = await store.db.selectFrom('jobs').select(['attempts', 'status']).where('session_id', '=', res.body.session_id).execute();
+      assert.deepEqual({ ...job }, { attempts: 1, status: 'done' }, 'run once, by the server that took it');
+    } finally {
+      await store.close();
+    }
+  } finally {
+    await server.kill('SIGKILL');
+  }
+  // The lock dies with its process: after a SIGKILL the next server starts at once.
+  const next = await startServerProcess(env);
+  await next.kill('SIGTERM');
 });

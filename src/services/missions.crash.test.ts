@@ -79,12 +79,15 @@ test('a continuation that keeps killing its runner is given up: the action ends 
     await first.runtime.store.db.updateTable('jobs').set({ attempts: 5 })
       .where('session_id', '=', drafted.sessionId).where('kind', '=', 'continuation').execute();
 
-    await withTestApp(async (second) => { // the next instance takes it over
+    const second = await first.restart(); // the next start takes it over
+    try {
       await queueDrained(second);
-    }, {}, { database: first.database });
-    assert.deepEqual(await actionState(first, drafted.operationId), { action: 'failed', mission: 'stopped' });
-    const messages = await settledTranscript(first, owner, drafted.sessionId, 2);
-    assert.equal(messages.at(-1)!.error, 'agent_failed');
+      assert.deepEqual(await actionState(second, drafted.operationId), { action: 'failed', mission: 'stopped' });
+      const messages = await settledTranscript(second, owner, drafted.sessionId, 2);
+      assert.equal(messages.at(-1)!.error, 'agent_failed');
+    } finally {
+      await second.close();
+    }
   });
 });
 

@@ -109,15 +109,18 @@ test('continuations queued before their mission was closed do not reopen it (a r
     await app.runtime.store.db.deleteFrom('memberships').where('workspace_id', '=', member.workspaceId).where('user_id', '=', member.id).execute();
     assert.equal(await app.runtime.services.missions.closeOrphanedMissions(), 2);
 
-    await withTestApp(async (second) => { // runs the queued continuations
+    const second = await app.restart(); // runs the queued continuations
+    try {
       await queueDrained(second);
-    }, {}, { database: app.database });
-    const { db } = app.runtime.store;
-    const missions = await db.selectFrom('missions').select('status').where('owner_user_id', '=', member.id).execute();
-    assert.deepEqual(missions.map((m) => m.status), ['closed', 'closed']);
-    const texts = (await db.selectFrom('turns').select('text').where('session_id', 'in', [rejected.sessionId, answered.sessionId])
-      .where('role', '=', 'agent').execute()).map((r) => r.text);
-    assert.ok(!texts.some((text) => /^(Re-planned|Noted):/.test(text)), JSON.stringify(texts));
+      const { db } = second.runtime.store;
+      const missions = await db.selectFrom('missions').select('status').where('owner_user_id', '=', member.id).execute();
+      assert.deepEqual(missions.map((m) => m.status), ['closed', 'closed']);
+      const texts = (await db.selectFrom('turns').select('text').where('session_id', 'in', [rejected.sessionId, answered.sessionId])
+        .where('role', '=', 'agent').execute()).map((r) => r.text);
+      assert.ok(!texts.some((text) => /^(Re-planned|Noted):/.test(text)), JSON.stringify(texts));
+    } finally {
+      await second.close();
+    }
   });
 });
 

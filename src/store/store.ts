@@ -8,6 +8,7 @@ import { openNodeSqlite, type SqliteSynchronous } from './node-sqlite-adapter.ts
 import { CurrentSchemaPostgresDialect, NamedStatementClient } from './postgres-dialect.ts';
 import { runPreparedDirectly } from './prepared.ts';
 import { SqliteCheckpointer } from './sqlite-checkpointer.ts';
+import { SqliteServerLock } from './sqlite-server-lock.ts';
 import * as m001 from './migrations/001_initial.ts';
 import * as m002RateLimits from './migrations/002_rate_limits.ts';
 import * as m003InstanceSecrets from './migrations/003_instance_secrets.ts';
@@ -31,6 +32,12 @@ export interface Store {
   readonly accountGeneration: (() => number) | null;
   /** SQLite only: copies the write-ahead log into the database off the event loop (the server does; the CLI does not). */
   startBackgroundCheckpoints(onError?: (error: unknown) => void): void;
+  /**
+   * SQLite only: claims the file for this process's server until close(), or throws if another
+   * server holds it (see SqliteServerLock). Safe to call again. A no-op on PostgreSQL, which
+   * takes several instances.
+   */
+  claimForServer(): void;
   ping(): Promise<void>;
   close(): Promise<void>;
 }
@@ -82,6 +89,7 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined): St
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database }) });
   runPreparedDirectly(db, database);
   let checkpointer: SqliteCheckpointer | null = null;
+  let serverLock: SqliteServerLock | null = null;
   return {
     db,
     dialect: 'sqlite',
@@ -94,6 +102,9 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined): St
       database.onCommit = () => started.committed();
       checkpointer = started;
     },
+    claimForServer() {
+      if (!serverLock && path !== ':memory:') serverLock = SqliteServerLock.acquire(resolve(path));
+    },
     ping: async () => {
       await sql`select 1`.execute(db);
     },
@@ -101,6 +112,7 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined): St
       database.onCommit = null;
       await checkpointer?.stop();
       await db.destroy();
+      serverLock?.release();
     },
   };
 }
@@ -146,6 +158,7 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
     pgSchema: schema,
     accountGeneration: null,
     startBackgroundCheckpoints() {},
+    claimForServer() {},
     ping: async () => {
       await sql`select 1`.execute(db);
     },

@@ -94,25 +94,37 @@ export interface TestApp {
   user(options?: { plan?: Plan; rateLimit?: number; email?: string }): Promise<TestUser>;
   /** A user with one agent in their personal workspace. */
   userWithAgent(options?: { plan?: Plan; rateLimit?: number; agentName?: string }): Promise<TestUser & { agentId: string }>;
+  /**
+   * The process stopped and started again: closes this app (keeping its database) and returns a
+   * new one over the same database and settings, which drops the database at its close if this
+   * one would have. (On SQLite one server holds the file at a time, so a test of "the next
+   * instance" restarts.) Closing this app afterwards does nothing.
+   */
+  restart(): Promise<TestApp>;
+  /** Safe to call twice. */
   close(): Promise<void>;
 }
 
-/**
- * A real app over a fresh database, or over `options.database` (several instances sharing one
- * store; the database is then the caller's to drop). `options.tools` replaces the built-in
- * agent's tool registry (tests of tools that need no permission, or that fail).
- */
-export async function startTestApp(
-  overrides: Partial<Config> = {}, options: { database?: TestDatabase; tools?: ToolRegistry } = {},
-): Promise<TestApp> {
+export interface TestAppOptions {
+  /** Over this database (several instances sharing one store on PostgreSQL, or a restart). */
+  database?: TestDatabase;
+  /** Drop the database at close: by default only one created here (else it is the caller's). */
+  dropDatabaseAtClose?: boolean;
+  /** Replaces the built-in agent's tool registry (tests of tools that need no permission, or that fail). */
+  tools?: ToolRegistry;
+}
+
+/** A real app over a fresh database, or over `options.database`. */
+export async function startTestApp(overrides: Partial<Config> = {}, options: TestAppOptions = {}): Promise<TestApp> {
   const database = options.database ?? (await freshDatabase());
-  const ownsDatabase = !options.database;
+  const ownsDatabase = options.dropDatabaseAtClose ?? !options.database;
   const config = testConfig(database, overrides);
   const runtime = await createRuntime(config, database.pgSchema ? { pgSchema: database.pgSchema } : {}, undefined, options.tools);
   const app = await buildApp(runtime, { logger: false });
   await app.ready();
   await runtime.startEngine();
   const { services } = runtime;
+  let closed = false;
 
   async function user(options: { plan?: Plan; rateLimit?: number; email?: string } = {}): Promise<TestUser> {
     const email = options.email ?? `u-${randomBase62(10).toLowerCase()}@example.test`;
@@ -134,17 +146,27 @@ export async function startTestApp(
       const agent = await services.agents.create(u.id, { agent_name: options.agentName ?? 'Test agent' });
       return { ...u, agentId: agent.agent_id };
     },
-    async close() {
-      await app.close();
-      await runtime.close();
-      if (ownsDatabase) await database.drop();
-    },
+    restart,
+    close,
   };
+
+  async function close(dropDatabase = ownsDatabase) {
+    if (closed) return;
+    closed = true;
+    await app.close();
+    await runtime.close();
+    if (dropDatabase) await database.drop();
+  }
+
+  async function restart(): Promise<TestApp> {
+    await close(false);
+    return startTestApp(overrides, { ...options, database, dropDatabaseAtClose: ownsDatabase });
+  }
 }
 
 /** A test app of its own for the length of `use` (see startTestApp), closed whatever happens. */
 export async function withTestApp<T>(
-  use: (app: TestApp) => Promise<T>, overrides: Partial<Config> = {}, options: { database?: TestDatabase; tools?: ToolRegistry } = {},
+  use: (app: TestApp) => Promise<T>, overrides: Partial<Config> = {}, options: TestAppOptions = {},
 ): Promise<T> {
   const app = await startTestApp(overrides, options);
   try {

@@ -105,25 +105,31 @@ test('the new key travels in a session cookie that holds no readable secret, and
   for (const row of rows) assert.ok(!JSON.stringify(row).includes(secret), 'no secret in the database');
 });
 
-test('another instance of the deployment shows the new secret once; a tampered cookie shows none', async () => {
-  const web = new WebClient(t);
-  await web.signup();
-  await web.get('/account/keys');
-  await web.post('/account/keys', { label: 'moved key' });
-  const flash = web.cookies.get('ac_new_key')!;
-  // The redirect may land on another instance over the same database (or this one after a
-  // restart): the sealing key is the deployment's, so the secret is shown there, once.
-  await withTestApp(async (other) => {
-    const res = await other.inject({ method: 'GET', url: '/account/keys', headers: { accept: 'text/html', cookie: web.cookieHeader() } });
-    assert.equal(res.statusCode, 200);
-    assert.match(res.body, /id="new-key"/);
-    assert.match(res.body, /ak_[A-Za-z0-9]+_[A-Za-z0-9]+/);
-    assert.ok(setCookieLines(res).some((l) => /^ac_new_key=;/.test(l)), 'and the cookie is cleared');
-  }, {}, { database: t.database });
-  // A cookie that was tampered with (or sealed elsewhere) shows no secret, only that it is gone.
-  web.cookies.set('ac_new_key', `${flash.slice(0, -4)}AAAA`);
-  const tampered = await web.get('/account/keys');
-  assert.doesNotMatch(tampered.body, /id="new-key"/);
-  assert.doesNotMatch(tampered.body, /ak_[A-Za-z0-9]+_[A-Za-z0-9]{20,}/);
-  assert.match(tampered.body, /Key “moved key” \(<code>[A-Za-z0-9]+<\/code>\) was created, but its secret can no longer be shown/);
+test('another instance of the deployment (here: this one restarted) shows the new secret once; a tampered cookie shows none', async () => {
+  await withTestApp(async (first) => {
+    const web = new WebClient(first);
+    await web.signup();
+    await web.get('/account/keys');
+    await web.post('/account/keys', { label: 'moved key' });
+    const flash = web.cookies.get('ac_new_key')!;
+    // The redirect may land on another instance over the same database (PostgreSQL), or on this
+    // one after a restart: the sealing key is the deployment's, so the secret is shown there, once.
+    const restarted = await first.restart();
+    try {
+      const show = (cookie: string) => restarted.inject({ method: 'GET', url: '/account/keys', headers: { accept: 'text/html', cookie } });
+      const res = await show(web.cookieHeader());
+      assert.equal(res.statusCode, 200);
+      assert.match(res.body, /id="new-key"/);
+      assert.match(res.body, /ak_[A-Za-z0-9]+_[A-Za-z0-9]+/);
+      assert.ok(setCookieLines(res).some((l) => /^ac_new_key=;/.test(l)), 'and the cookie is cleared');
+      // A cookie that was tampered with (or sealed elsewhere) shows no secret, only that it is gone.
+      web.cookies.set('ac_new_key', `${flash.slice(0, -4)}AAAA`);
+      const tampered = await show(web.cookieHeader());
+      assert.doesNotMatch(tampered.body, /id="new-key"/);
+      assert.doesNotMatch(tampered.body, /ak_[A-Za-z0-9]+_[A-Za-z0-9]{20,}/);
+      assert.match(tampered.body, /Key “moved key” \(<code>[A-Za-z0-9]+<\/code>\) was created, but its secret can no longer be shown/);
+    } finally {
+      await restarted.close();
+    }
+  });
 });

@@ -1,0 +1,69 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { openStore } from './store.ts';
+
+/** One server per SQLite file (Store.claimForServer): a real file, real processes. */
+let dir: string;
+let url: string;
+before(() => {
+  dir = mkdtempSync(join(tmpdir(), 'agent-channel-server-lock-'));
+  url = `sqlite:${join(dir, 'test.db')}`;
+});
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Another process tries to claim the file; returns what it printed. */
+function claimInAnotherProcess(): string {
+  const storeModule = new URL('./store.ts', import.meta.url).href;
+  return execFileSync(process.execPath, ['--input-type=module', '-e', `
+    const { openStore } = await import(${JSON.stringify(storeModule)});
+    const store = await openStore(${JSON.stringify(url)});
+    try { store.claimForServer(); console.log('claimed'); } catch (error) { console.log(error.message); }
+    await store.close();
+  `], { encoding: 'utf8' }).trim();
+}
+
+test('a claimed file is refused to a second server, in this process or another, until the first closes', async () => {
+  const first = await openStore(url);
+  first.claimForServer();
+  first.claimForServer(); // again: still one claim, no error
+  const second = await openStore(url);
+  try {
+    assert.throws(() => second.claimForServer(), (error: Error) => {
+      assert.equal(error.message, `another agent-channel server is using the SQLite database ${join(dir, 'test.db')}`
+        + ' (one server per SQLite file; several instances share a PostgreSQL database instead)');
+      return true;
+    });
+    assert.match(claimInAnotherProcess(), /^another agent-channel server is using the SQLite database/);
+    await first.close();
+    second.claimForServer(); // free once the holder has closed
+  } finally {
+    await second.close();
+  }
+  assert.equal(claimInAnotherProcess(), 'claimed', 'closing released it');
+});
+
+test('the CLI (a store that does not claim) reads and writes beside a claimed file', async () => {
+  const server = await openStore(url);
+  server.claimForServer();
+  const cli = await openStore(url);
+  try {
+    await cli.db.insertInto('users').values({
+      id: 'usr_lockcheck', email: 'lock@example.test', password_hash: 'x', plan: 'free', created_at: new Date().toISOString(),
+    }).execute();
+    const row = await server.db.selectFrom('users').select('email').where('id', '=', 'usr_lockcheck').executeTakeFirst();
+    assert.equal(row?.email, 'lock@example.test');
+  } finally {
+    await cli.close();
+    await server.close();
+  }
+});
+
+test('an in-memory database has no file to claim', async () => {
+  const memory = await openStore('sqlite::memory:');
+  memory.claimForServer();
+  await memory.close();
+});

@@ -1,0 +1,38 @@
+import { DatabaseSync } from 'node:sqlite';
+import { isSqliteBusy } from './node-sqlite-adapter.ts';
+
+/**
+ * One server per SQLite file. At start a server treats every job marked running as cut off by a
+ * crash and runs it again (there is nobody else to finish it), so a second server on the same
+ * file would run the first one's turns a second time. The server therefore holds SQLite's
+ * exclusive lock on a small file beside the database (`<database>.lock`, empty) for as long as
+ * it runs: an open `BEGIN EXCLUSIVE` that is never committed. The operating system drops the lock
+ * when the process ends, however it ends (SIGKILL too), so a crashed server never blocks the
+ * next one. The CLI does not take it: it may write beside a running server.
+ */
+export class SqliteServerLock {
+  private readonly connection: DatabaseSync;
+
+  private constructor(connection: DatabaseSync) {
+    this.connection = connection;
+  }
+
+  static acquire(databasePath: string): SqliteServerLock {
+    const connection = new DatabaseSync(`${databasePath}.lock`, { timeout: 0 });
+    try {
+      connection.exec('BEGIN EXCLUSIVE');
+    } catch (error) {
+      connection.close();
+      if (isSqliteBusy(error)) {
+        throw new Error(`another agent-channel server is using the SQLite database ${databasePath}`
+          + ' (one server per SQLite file; several instances share a PostgreSQL database instead)', { cause: error });
+      }
+      throw error;
+    }
+    return new SqliteServerLock(connection);
+  }
+
+  release(): void {
+    if (this.connection.isOpen) this.connection.close();
+  }
+}
