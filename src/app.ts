@@ -140,12 +140,12 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   installMetrics(app);
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
-    try {
-      await runtime.store.ping();
-      return { status: 'ready' };
-    } catch {
-      return reply.code(503).send({ status: 'unavailable', reason: 'database unreachable' });
-    }
+    // Both must answer for an API request to be served: the database, and the rate limit store
+    // (Redis, when RATE_LIMIT_STORE=redis; the others live in the database or in memory).
+    const [database, rateLimits] = await Promise.allSettled([runtime.store.ping(), runtime.rateLimiter.ping()]);
+    if (database.status === 'rejected') return reply.code(503).send({ status: 'unavailable', reason: 'database unreachable' });
+    if (rateLimits.status === 'rejected') return reply.code(503).send({ status: 'unavailable', reason: 'rate limit store unreachable' });
+    return { status: 'ready' };
   });
 
   await app.register(apiChannel(runtime.services, runtime.rateLimiter), { prefix: API_PREFIX });

@@ -60,6 +60,8 @@ export class MemoryRateLimiter implements RateLimiter {
     return runs ? { runs: runs.size, capacity: runs.at.length } : null;
   }
 
+  async ping(): Promise<void> {} // in this process: always there
+
   async close(): Promise<void> {
     this.logs.clear();
   }

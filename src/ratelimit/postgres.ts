@@ -51,6 +51,8 @@ export class PostgresRateLimiter implements RateLimiter {
     return decision(row.allowed, limit, Number(row.used), freeAtMs, Number(row.now_us) / 1000);
   }
 
+  async ping(): Promise<void> {} // the database's own ping (/readyz) covers it: it is the same pool
+
   async close(): Promise<void> {} // the pool is the store's; it closes with the store
 }
 

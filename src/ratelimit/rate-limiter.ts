@@ -17,6 +17,8 @@ export interface RateDecision {
 
 export interface RateLimiter {
   take(keyId: string, limit: number): Promise<RateDecision>;
+  /** Resolves when the store that counts answers, rejects when it cannot be reached (for /readyz). */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }
 

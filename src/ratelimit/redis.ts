@@ -120,6 +120,10 @@ export class RedisRateLimiter implements RateLimiter {
     return decision(accepted === 1, limit, used, freeAt < 0 ? null : freeAt / 1000, now / 1000);
   }
 
+  async ping(): Promise<void> {
+    await this.redis.ping(); // fails within the command timeout while Redis is down
+  }
+
   async close(): Promise<void> {
     await this.redis.quit().catch(() => this.redis.disconnect());
   }
