@@ -17,6 +17,8 @@ export interface Config {
   idempotencyTtlMs: number;
   defaultRateLimitPerMinute: number;
   maxRateLimitPerMinute: number;
+  /** Messages a signed-in person may send a minute through the web chat (the API's keys have their own). */
+  webChatRateLimitPerMinute: number;
   rateLimitStore: RateLimitStore;
   redisUrl: string;
   freeAgentLimit: number;
@@ -100,6 +102,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     idempotencyTtlMs: int(env, 'IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 30) * 3_600_000,
     defaultRateLimitPerMinute: int(env, 'DEFAULT_RATE_LIMIT_PER_MINUTE', 60, 1, maxRateLimitPerMinute),
     maxRateLimitPerMinute,
+    webChatRateLimitPerMinute: int(env, 'WEB_CHAT_RATE_LIMIT_PER_MINUTE', 60, 1, maxRateLimitPerMinute),
     rateLimitStore,
     redisUrl: env.REDIS_URL || 'redis://127.0.0.1:6379',
     freeAgentLimit: int(env, 'FREE_PLAN_AGENT_LIMIT', 1, 0, 1_000_000),

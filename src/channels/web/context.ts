@@ -7,6 +7,7 @@ import { html, type SafeHtml } from './html.ts';
 import { page, type NavKey } from './layout.ts';
 import type { Sealer } from './flash.ts';
 import type { LoginThrottle } from './throttle.ts';
+import type { RateLimiter } from '../../ratelimit/rate-limiter.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -27,6 +28,8 @@ export interface WebContext {
   config: Config;
   sessions: WebSessionsService;
   throttle: LoginThrottle;
+  /** The API keys' limiter (shared by instances like theirs), which also counts web chat messages per person. */
+  rateLimiter: RateLimiter;
   /** Seals what one page hands to the next through a cookie (see flash.ts). */
   sealer: Sealer;
 }

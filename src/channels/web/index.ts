@@ -52,6 +52,7 @@ export function webChannel(runtime: Runtime, options: WebChannelOptions = {}) {
       config: runtime.config,
       sessions,
       throttle: new LoginThrottle(options.throttle),
+      rateLimiter: runtime.rateLimiter,
       sealer: new Sealer({ key: await sessions.sealingKey() }),
     };
     await scope.register(cookie);

@@ -78,6 +78,16 @@ export class WebClient {
   }
 }
 
+/** A person signed up in the browser who created one agent there. */
+export async function signedUpWithAgent(t: TestApp, name = 'Chatty'): Promise<{ web: WebClient; email: string; agentId: string }> {
+  const web = new WebClient(t);
+  const email = await web.signup();
+  await web.get('/agents');
+  const res = await web.post('/agents', { agent_name: name });
+  const agentId = /created=(agt_[A-Za-z0-9]+)/.exec(String(res.headers.location))![1]!;
+  return { web, email, agentId };
+}
+
 export function setCookieLines(res: LightMyRequestResponse): string[] {
   const raw = res.headers['set-cookie'];
   return Array.isArray(raw) ? raw : raw ? [raw] : [];

@@ -1,20 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
-import { WebClient } from '../web-client.test-helper.ts';
+import { signedUpWithAgent, WebClient } from '../web-client.test-helper.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp(); });
 after(async () => { await t.close(); });
 
-async function withAgent(name = 'Chatty'): Promise<{ web: WebClient; email: string; agentId: string }> {
-  const web = new WebClient(t);
-  const email = await web.signup();
-  await web.get('/agents');
-  const res = await web.post('/agents', { agent_name: name });
-  const agentId = /created=(agt_[A-Za-z0-9]+)/.exec(String(res.headers.location))![1]!;
-  return { web, email, agentId };
-}
+const withAgent = (name?: string) => signedUpWithAgent(t, name);
 
 test('happy: a chat message without JS goes through the pipeline and the reply is on the page', async () => {
   const { web, agentId } = await withAgent();

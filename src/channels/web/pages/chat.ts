@@ -47,6 +47,7 @@ export function chatRoutes(app: FastifyInstance, ctx: WebContext): void {
     const sessionId = formValue(request.body, 'session_id');
     const agentId = formValue(request.body, 'agent_id');
     try {
+      await takeChatAllowance(ctx, session.userId, reply);
       if (sessionId && !looksLikeId('session', sessionId)) throw new Problem('session_not_found', 'No such session.');
       const result = await ctx.services.conversations.submit({
         userId: session.userId, channel: 'web', text,
@@ -69,6 +70,26 @@ export function chatRoutes(app: FastifyInstance, ctx: WebContext): void {
       return chatPage(request, reply, { agents, transcript, selectedAgent: agentId, error: message, text, status: error.status });
     }
   }));
+}
+
+/**
+ * Each message sent through the chat counts against its person's allowance a minute
+ * (WEB_CHAT_RATE_LIMIT_PER_MINUTE), in the same limiter as the API's keys, so that a signed-in
+ * browser cannot flood the agents as a key could not. Over it, or when the limiter's store
+ * cannot be reached, the message is not taken: a Problem the form shows, with Retry-After.
+ */
+async function takeChatAllowance(ctx: WebContext, userId: string, reply: FastifyReply): Promise<void> {
+  let verdict;
+  try {
+    verdict = await ctx.rateLimiter.take(`web-chat:${userId}`, ctx.config.webChatRateLimitPerMinute);
+  } catch {
+    reply.header('Retry-After', '1');
+    throw new Problem('service_unavailable', 'Messages cannot be sent just now. Try again in a moment.');
+  }
+  if (verdict.allowed) return;
+  reply.header('Retry-After', String(verdict.resetSeconds));
+  throw new Problem('rate_limited', `You have sent ${verdict.limit} messages in the last minute, the most allowed. `
+    + `Try again in ${verdict.resetSeconds} second${verdict.resetSeconds === 1 ? '' : 's'}.`);
 }
 
 function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
