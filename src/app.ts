@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Socket } from 'node:net';
 import pino from 'pino';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
@@ -14,6 +15,17 @@ import { installMetrics } from './observability/metrics.ts';
 import type { Runtime } from './runtime.ts';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
+
+/**
+ * The most requests one connection may have whose answers are not yet written out (HTTP/1.1
+ * pipelining). Node parses and runs every request a connection sends, and holds each answer
+ * until the ones before it are written: a client that pipelines without reading made one
+ * connection hold about 125 MB (119,000 requests) here. Past this many, the connection is closed
+ * and the request not run. Ordinary clients, which wait for each answer, have one.
+ */
+export const MAX_PIPELINED_REQUESTS = 32;
+const pendingAnswers = Symbol('requests of this connection not yet answered');
+type CountedSocket = Socket & { [pendingAnswers]?: number };
 
 /**
  * Log lines leave in blocks of at least 4 KiB, and at least every 100 ms, written off the event
@@ -81,6 +93,15 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   let closing = false;
   app.addHook('preClose', (done) => { closing = true; done(); });
   app.addHook('onRequest', async (request, reply) => {
+    const socket = request.raw.socket as CountedSocket;
+    const pending = (socket[pendingAnswers] ?? 0) + 1;
+    socket[pendingAnswers] = pending;
+    if (pending > MAX_PIPELINED_REQUESTS) {
+      // The requests already read from the same packet still arrive here, one by one: logged once.
+      if (!socket.destroyed) request.log.warn(`a connection sent over ${MAX_PIPELINED_REQUESTS} requests without reading the answers: closed`);
+      socket.destroy();
+      return reply.hijack();
+    }
     reply.header('X-Request-Id', request.id);
     if (closing) {
       reply.header('Connection', 'close');
@@ -97,6 +118,8 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     if (path !== null) throw Problem.validation([{ path, message: UNSTORABLE_TEXT_RULE }]);
   });
   app.addHook('onResponse', async (request, reply) => {
+    const socket = request.raw.socket as CountedSocket; // this answer is written out (see MAX_PIPELINED_REQUESTS)
+    if (socket[pendingAnswers]) socket[pendingAnswers] -= 1; // (an unroutable URL skips onRequest, not onResponse)
     request.log.info({
       method: request.method, url: request.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100,
     }, 'request');
