@@ -120,21 +120,26 @@ test('SIGTERM: a turn longer than the grace period is given back and completes o
   assert.deepEqual(await repliesAfterRestart(atExit.sessionId), ['You said: after restart']);
 });
 
+/** The session's one turn ends with this reply, run once (one attempt), by the server that took it. */
+async function assertRunOnceBy(server: ServerProcess, sessionId: string, reply: string) {
+  const pages = await untilIdle(server, [sessionId]);
+  assert.deepEqual(pages[0].messages.filter((m: any) => m.role === 'agent').map((m: any) => m.text), [reply]);
+  const store = await openStore(database.url, database.pgSchema ? { pgSchema: database.pgSchema } : {});
+  try {
+    const [job] = await store.db.selectFrom('jobs').select(['attempts', 'status']).where('session_id', '=', sessionId).execute();
+    assert.deepEqual({ ...job }, { attempts: 1, status: 'done' }, 'run once, by the server that took it');
+  } finally {
+    await store.close();
+  }
+}
+
 test('a second server started by mistake on the port of a running one fails without touching the work under way', { timeout: 60_000 }, async () => {
   const server = await startServerProcess(env);
   try {
     const res = await post(server, { text: '!sleep 1500 still mine', agent_id: agentIds[2]! }, { prefer: 'wait=0' });
     assert.equal(res.status, 202, JSON.stringify(res.body));
     await assert.rejects(startServerProcess({ ...env, PORT: new URL(server.url).port }), /exited before listening/);
-    const pages = await untilIdle(server, [res.body.session_id]);
-    assert.deepEqual(pages[0].messages.filter((m: any) => m.role === 'agent').map((m: any) => m.text), ['You said: still mine']);
-    const store = await openStore(database.url, database.pgSchema ? { pgSchema: database.pgSchema } : {});
-    try {
-      const [job] = await store.db.selectFrom('jobs').select(['attempts', 'status']).where('session_id', '=', res.body.session_id).execute();
-      assert.deepEqual({ ...job }, { attempts: 1, status: 'done' }, 'run once, by the server that took it');
-    } finally {
-      await store.close();
-    }
+    await assertRunOnceBy(server, res.body.session_id, 'You said: still mine');
   } finally {
     await server.kill('SIGKILL');
   }
@@ -152,15 +157,7 @@ test('SQLite: a second server on another port but the same file is refused befor
     }
     assert.match(second.message, /exited before listening/);
     assert.match(second.message, /another agent-channel server is using the SQLite database/);
-    const pages = await untilIdle(server, [res.body.session_id]);
-    assert.deepEqual(pages[0].messages.filter((m: any) => m.role === 'agent').map((m: any) => m.text), ['You said: only once']);
-    const store = await openStore(database.url);
-    try {
-      const [job] = await store.db.selectFrom('jobs').select(['attempts', 'status']).where('session_id', '=', res.body.session_id).execute();
-      assert.deepEqual({ ...job }, { attempts: 1, status: 'done' }, 'run once, by the server that took it');
-    } finally {
-      await store.close();
-    }
+    await assertRunOnceBy(server, res.body.session_id, 'You said: only once');
   } finally {
     await server.kill('SIGKILL');
   }
