@@ -27,6 +27,11 @@ export interface NodeSqliteDatabase extends SqliteDatabase {
  * among all of its requests). `normal`: synced only at checkpoints; faster, and safe against a
  * crash of this process, but the last commits may be lost with the machine.
  */
+export type SqliteSynchronous = 'full' | 'normal';
+export const SQLITE_SYNCHRONOUS_MODES: readonly SqliteSynchronous[] = ['full', 'normal'];
+
+const BUSY_TIMEOUT_MS = 5000;
+
 /** SQLITE_BUSY, plain or extended (the low byte is the primary code). */
 export const isSqliteBusy = (error: unknown): boolean => ((error as { errcode?: number }).errcode ?? 0) % 256 === 5;
 
@@ -34,7 +39,7 @@ export const isSqliteBusy = (error: unknown): boolean => ((error as { errcode?: 
  * Two processes switching a new file to WAL at the same moment can each hold a shared lock and
  * want the exclusive one: SQLite then answers one of them BUSY at once, without waiting (its
  * busy handler would deadlock). That one's statement has ended, and its lock with it, so the
- * other goes through; the loser tries again a few milliseconds later (seen: 1 open in about 100
+ * other goes through; the loser tries again a few milliseconds later (seen: 1 open in about 120
  * failing, when four processes opened a new file together).
  */
 function switchToWal(db: DatabaseSync): void {
@@ -51,16 +56,11 @@ function switchToWal(db: DatabaseSync): void {
   }
 }
 
-export type SqliteSynchronous = 'full' | 'normal';
-export const SQLITE_SYNCHRONOUS_MODES: readonly SqliteSynchronous[] = ['full', 'normal'];
-
 /**
  * Lets Kysely's own SqliteDialect drive Node's built-in `node:sqlite`.
  * (better-sqlite3 is a native addon; here it could only be built against the system Node's
  * headers, not the pinned Node 24's, so the built-in driver is the dependable choice.)
  */
-const BUSY_TIMEOUT_MS = 5000;
-
 export function openNodeSqlite(path: string, synchronous: SqliteSynchronous = 'full'): NodeSqliteDatabase {
   const db = new DatabaseSync(path);
   // First: the CLI may write while the server runs, and both may open a new file at the same
