@@ -160,16 +160,18 @@ export async function renewLeases(db: Kysely<DB>, owner: string, ids: number[], 
 }
 
 /** Puts running jobs whose lease ran out (their runner died) back in line, in their old place; returns their agents. */
+// isOpen as well as isRunning in the two below, though implied: SQLite uses the partial index of
+// open jobs only when the query repeats its condition (without it, every job ever run was read).
 export async function requeueExpired(db: Kysely<DB>): Promise<string[]> {
   const rows = await db.updateTable('jobs').set({ status: 'queued', lease_owner: null, lease_expires_at: null })
-    .where(isRunning).where('lease_expires_at', '<', new Date().toISOString()).returning('agent_id').execute();
+    .where(isOpen).where(isRunning).where('lease_expires_at', '<', new Date().toISOString()).returning('agent_id').execute();
   return [...new Set(rows.map((row) => row.agent_id))];
 }
 
 /** Single-instance start: whatever was running belonged to a process that is gone. */
 export async function requeueAllRunning(db: Kysely<DB>): Promise<number> {
   const result = await db.updateTable('jobs').set({ status: 'queued', lease_owner: null, lease_expires_at: null })
-    .where(isRunning).executeTakeFirst();
+    .where(isOpen).where(isRunning).executeTakeFirst();
   return Number(result.numUpdatedRows);
 }
 

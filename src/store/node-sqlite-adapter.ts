@@ -32,6 +32,16 @@ export const SQLITE_SYNCHRONOUS_MODES: readonly SqliteSynchronous[] = ['full', '
 
 const BUSY_TIMEOUT_MS = 5000;
 
+// The SQL of every distinct statement any connection of this process has prepared (noted once, at
+// its first preparation): a test reads their query plans, so that a statement that stops using an
+// index, and reads a table that only grows, fails a test rather than a server months later.
+const statementsSeen = new Set<string>();
+const MAX_STATEMENTS_SEEN = 5000;
+
+export function sqliteStatementsSeen(): ReadonlySet<string> {
+  return statementsSeen;
+}
+
 /** SQLITE_BUSY, plain or extended (the low byte is the primary code). */
 export const isSqliteBusy = (error: unknown): boolean => ((error as { errcode?: number }).errcode ?? 0) % 256 === 5;
 
@@ -114,6 +124,7 @@ export function openNodeSqlite(path: string, synchronous: SqliteSynchronous = 'f
       };
       if (cache.size > 1000) cache.clear();
       cache.set(sql, (entry = created));
+      if (statementsSeen.size < MAX_STATEMENTS_SEEN) statementsSeen.add(sql);
     }
     return entry;
   }

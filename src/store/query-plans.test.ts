@@ -4,6 +4,9 @@ import { DatabaseSync } from 'node:sqlite';
 import { send, transcript } from '../testing/conversation.ts';
 import { API, startTestApp, TEST_DB, type TestApp } from '../testing/harness.ts';
 import { compiledSqliteStatements } from './prepared.ts';
+import { sqliteStatementsSeen } from './node-sqlite-adapter.ts';
+import { requeueAllRunning, requeueExpired } from '../engine/queue-sql.ts';
+import { answerOne, askQuestion, decideOne, draftAction, listActions, listQuestions, queueDrained, unique } from '../services/missions.test-helper.ts';
 
 /**
  * Every prepared statement the hot paths run (a send, a turn, a poll, the chat's pages) finds
@@ -35,8 +38,33 @@ test('the statements of sending, running a turn and reading a transcript use an 
 
   const statements = [...compiledSqliteStatements()];
   assert.ok(statements.length >= 10, `the paths above ran ${statements.length} prepared statements`);
-  const file = t.database.url.slice('sqlite:'.length);
-  const db = new DatabaseSync(file, { readOnly: true });
+  assert.deepEqual(fullReadsAmong(statements), []);
+});
+
+test('the statements of background work (requeues, housekeeping, the missions sweep) and of listing and settling actions and questions use an index', { skip: TEST_DB !== 'sqlite' && 'query plans of SQLite' }, async () => {
+  const owner = await t.userWithAgent({ plan: 'pro' });
+  const drafted = await draftAction(t, owner, 'payment', unique('Plan check'));
+  const asked = await askQuestion(t, owner, 'text', unique('Plan check?'));
+  assert.equal((await listActions(t, owner)).statusCode, 200);
+  assert.equal((await listQuestions(t, owner)).statusCode, 200);
+  assert.equal((await decideOne(t, owner, { operation_id: drafted.operationId, decision: 'approve' })).outcome, 'approved');
+  assert.equal((await answerOne(t, owner, asked.requestId, 'an answer')).accepted, true);
+  await queueDrained(t);
+  const { db } = t.runtime.store;
+  await requeueExpired(db);
+  await requeueAllRunning(db);
+  await t.runtime.services.housekeeping.runOnce();
+
+  const statements = [...sqliteStatementsSeen()].filter((sql) => !/^\s*(?:create|alter|drop|pragma|begin|commit|rollback|savepoint|release)\b/i.test(sql));
+  assert.ok(statements.length >= 40, `the paths above ran ${statements.length} statements`);
+  // The duplicate window's table holds only the last few seconds of messages: its expiry may read it.
+  const windowOnly = (sql: string) => /^delete from "recent_messages" where "created_at" < \?$/.test(sql);
+  assert.deepEqual(fullReadsAmong(statements.filter((sql) => !windowOnly(sql))), []);
+});
+
+/** The statements whose plan reads a whole growing table (not one of the bounded partial indexes). */
+function fullReadsAmong(statements: Iterable<string>): string[] {
+  const db = new DatabaseSync(t.database.url.slice('sqlite:'.length), { readOnly: true });
   const fullReads: string[] = [];
   try {
     for (const sql of statements) {
@@ -48,5 +76,5 @@ test('the statements of sending, running a turn and reading a transcript use an 
   } finally {
     db.close();
   }
-  assert.deepEqual(fullReads, []);
-});
+  return fullReads;
+}

@@ -12,6 +12,7 @@ import { SqliteServerLock } from './sqlite-server-lock.ts';
 import * as m001 from './migrations/001_initial.ts';
 import * as m002RateLimits from './migrations/002_rate_limits.ts';
 import * as m003InstanceSecrets from './migrations/003_instance_secrets.ts';
+import * as m004HistoryIndexes from './migrations/004_history_indexes.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -171,6 +172,7 @@ async function migrate(store: Store): Promise<void> {
     '001_initial': { up: (db) => m001.up(db, store.dialect) },
     '002_rate_limits': { up: (db) => m002RateLimits.up(db, store.dialect) },
     '003_instance_secrets': { up: (db) => m003InstanceSecrets.up(db) },
+    '004_history_indexes': { up: (db) => m004HistoryIndexes.up(db) },
   };
   const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => all } });
   // Kysely locks migrations on PostgreSQL but not on SQLite, where it assumes one connection.
