@@ -34,15 +34,6 @@ export function sqliteTransactionOpen(trx: Kysely<DB>): boolean {
   return connection === undefined || connection.raw.isTransaction;
 }
 
-// The SQL of every prepared statement compiled for SQLite so far: a test reads their query
-// plans, so that a statement that stops using its index (and scans a table that only grows)
-// fails a test, not a benchmark.
-const compiledForSqlite = new Set<string>();
-
-export function compiledSqliteStatements(): ReadonlySet<string> {
-  return compiledForSqlite;
-}
-
 interface Compiled {
   sql: string;
   slots: Array<{ param: number } | { constant: unknown }>;
@@ -69,7 +60,6 @@ export function prepared<P extends unknown[], Row>(build: (db: Kysely<DB>, ...pa
       });
       query = { sql, slots };
       compiled.set(adapter, query);
-      if (sqliteByAdapter.has(adapter)) compiledForSqlite.add(sql);
     }
     const values = query.slots.map((slot) => ('param' in slot ? params[slot.param] : slot.constant));
     // Kysely's driver would take the same connection through its lock and several promises,
