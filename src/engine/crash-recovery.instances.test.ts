@@ -3,8 +3,8 @@ import { after, before, describe, test } from 'node:test';
 
 import type { Job } from '../store/schema.ts';
 import { openStore, type Store } from '../store/store.ts';
-import { API, databaseEnv, freshDatabase, seedAccount, TEST_DB, type TestDatabase } from '../testing/harness.ts';
-import { startServerProcess, type ServerProcess } from '../testing/server-process.ts';
+import { databaseEnv, freshDatabase, seedAccount, TEST_DB, type TestDatabase } from '../testing/harness.ts';
+import { postMessage, startServerProcess, transcriptFrom, type ServerProcess } from '../testing/server-process.ts';
 
 /**
  * Two real server processes share one PostgreSQL schema. Instance A is killed with SIGKILL
@@ -34,20 +34,8 @@ describe('SIGKILL one of two instances: the other takes its turns over', { skip:
   });
   after(async () => { await database.drop(); });
 
-  async function post(server: ServerProcess, body: unknown) {
-    const res = await fetch(`${server.url}${API}/messages`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', prefer: 'wait=0' },
-      body: JSON.stringify(body),
-    });
-    return { status: res.status, body: await res.json() as any };
-  }
-
-  async function transcriptOf(server: ServerProcess, sessionId: string) {
-    const res = await fetch(`${server.url}${API}/sessions/${sessionId}/messages?limit=200`, { headers: { authorization: `Bearer ${key}` } });
-    assert.equal(res.status, 200);
-    return await res.json() as any;
-  }
+  const post = (server: ServerProcess, body: unknown) => postMessage(server, key, body, { prefer: 'wait=0' });
+  const transcriptOf = (server: ServerProcess, sessionId: string) => transcriptFrom(server, key, sessionId);
 
   const jobsOf = (store: Store) => store.db.selectFrom('jobs').selectAll().orderBy('id').execute();
 

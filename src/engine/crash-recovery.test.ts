@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
 import { openStore } from '../store/store.ts';
-import { API, databaseEnv, freshDatabase, seedAccount, TEST_DB, type TestDatabase } from '../testing/harness.ts';
-import { startServerProcess, type ServerProcess } from '../testing/server-process.ts';
+import { databaseEnv, freshDatabase, seedAccount, TEST_DB, type TestDatabase } from '../testing/harness.ts';
+import { postMessage, startServerProcess, transcriptFrom, type ServerProcess } from '../testing/server-process.ts';
 
 /**
  * The real server process, killed with SIGKILL while turns are mid-work, restarted: every
@@ -23,17 +23,8 @@ before(async () => {
 });
 after(async () => { await database.drop(); });
 
-async function post(server: ServerProcess, body: unknown, headers: Record<string, string> = {}) {
-  const res = await fetch(`${server.url}${API}/messages`, {
-    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers }, body: JSON.stringify(body),
-  });
-  return { status: res.status, body: await res.json() as any };
-}
-
-async function transcriptOf(server: ServerProcess, sessionId: string) {
-  const res = await fetch(`${server.url}${API}/sessions/${sessionId}/messages?limit=200`, { headers: { authorization: `Bearer ${key}` } });
-  return await res.json() as any;
-}
+const post = (server: ServerProcess, body: unknown, headers?: Record<string, string>) => postMessage(server, key, body, headers);
+const transcriptOf = (server: ServerProcess, sessionId: string) => transcriptFrom(server, key, sessionId);
 
 async function untilIdle(server: ServerProcess, sessionIds: string[], timeoutMs = 30_000) {
   const deadline = Date.now() + timeoutMs;

@@ -1,5 +1,7 @@
+import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { API } from './harness.ts';
 
 export const BIN = fileURLToPath(new URL('../../bin/agent-channel.js', import.meta.url));
 
@@ -50,4 +52,19 @@ export async function startServerProcess(env: Record<string, string>, timeoutMs 
       return exited;
     },
   };
+}
+
+/** POST /messages to a server process with this API key: the status and the parsed body. */
+export async function postMessage(server: ServerProcess, key: string, body: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(`${server.url}${API}/messages`, {
+    method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers }, body: JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() as any };
+}
+
+/** A session's transcript (its first 200 turns) from a server process; it must answer 200. */
+export async function transcriptFrom(server: ServerProcess, key: string, sessionId: string) {
+  const res = await fetch(`${server.url}${API}/sessions/${sessionId}/messages?limit=200`, { headers: { authorization: `Bearer ${key}` } });
+  assert.equal(res.status, 200);
+  return await res.json() as any;
 }
