@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -62,8 +62,9 @@ test('the CLI (a store that does not claim) reads and writes beside a claimed fi
   }
 });
 
-test('an in-memory database has no file to claim', async () => {
+test('an in-memory database has no file to claim: nothing is locked or written beside it', async () => {
   const memory = await openStore('sqlite::memory:');
   memory.claimForServer();
   await memory.close();
+  assert.equal(existsSync(':memory:.lock'), false, 'no lock file named after the in-memory database');
 });
