@@ -15,7 +15,7 @@ import { answerOne, askQuestion, decideOne, draftAction, listActions, listQuesti
  */
 const GROWING_TABLES = ['turns', 'jobs', 'sessions', 'recent_messages', 'idempotency_keys', 'missions', 'actions', 'questions', 'audit_log'];
 // Partial indexes over unfinished work only: scanning one reads what is open, not history.
-const BOUNDED_INDEXES = ['jobs_queued', 'jobs_open_by_agent', 'jobs_open_by_session'];
+const BOUNDED_INDEXES = ['jobs_queued', 'jobs_line', 'jobs_open_by_session'];
 
 let t: TestApp;
 before(async () => { t = await startTestApp(); });
