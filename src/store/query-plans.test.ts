@@ -61,6 +61,27 @@ test('the statements of background work (requeues, housekeeping, the missions sw
   assert.deepEqual(fullReadsAmong(statements.filter((sql) => !windowOnly(sql))), []);
 });
 
+test('listing a person\'s actions and questions reads that person\'s, not every live mission or open question', { skip: TEST_DB !== 'sqlite' && 'query plans of SQLite' }, async () => {
+  const owner = await t.userWithAgent({ plan: 'pro' });
+  await draftAction(t, owner, 'payment', unique('Plan check'));
+  await askQuestion(t, owner, 'text', unique('Plan check?'));
+  assert.equal((await listActions(t, owner)).statusCode, 200);
+  assert.equal((await listQuestions(t, owner)).statusCode, 200);
+
+  // The statements that name a person: a search by status alone there reads every account's.
+  const personal = statementsRunSoFar().filter((sql) => /"(?:owner_user_id|asked_of)" = \?/.test(sql));
+  assert.ok(personal.length >= 3, `the lists ran ${personal.length} statements that name a person`);
+  const db = new DatabaseSync(t.database.url.slice('sqlite:'.length), { readOnly: true });
+  try {
+    const byStatusAlone = personal.flatMap((sql) => (db.prepare(`explain query plan ${sql}`).all() as Array<{ detail: string }>)
+      .filter((row) => /^SEARCH (?:missions|questions|actions) USING (?:COVERING )?INDEX \w+ \(status=\?\)$/.test(row.detail))
+      .map((row) => `${row.detail}  ←  ${sql}`));
+    assert.deepEqual(byStatusAlone, []);
+  } finally {
+    db.close();
+  }
+});
+
 /** Every query this test process has run so far (schema changes and transaction control left out). */
 const statementsRunSoFar = () => [...sqliteStatementsSeen()]
   .filter((sql) => !/^\s*(?:create|alter|drop|pragma|begin|commit|rollback|savepoint|release)\b/i.test(sql));

@@ -14,6 +14,7 @@ import * as m002RateLimits from './migrations/002_rate_limits.ts';
 import * as m003InstanceSecrets from './migrations/003_instance_secrets.ts';
 import * as m004HistoryIndexes from './migrations/004_history_indexes.ts';
 import * as m005JobsLine from './migrations/005_jobs_line.ts';
+import * as m006MissionsOwner from './migrations/006_missions_owner.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -175,6 +176,7 @@ async function migrate(store: Store): Promise<void> {
     '003_instance_secrets': { up: (db) => m003InstanceSecrets.up(db) },
     '004_history_indexes': { up: (db) => m004HistoryIndexes.up(db) },
     '005_jobs_line': { up: (db) => m005JobsLine.up(db) },
+    '006_missions_owner': { up: (db) => m006MissionsOwner.up(db) },
   };
   const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => all } });
   // Kysely locks migrations on PostgreSQL but not on SQLite, where it assumes one connection.
