@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import { send } from '../testing/conversation.ts';
 import { startTestApp, TEST_DB, type TestApp } from '../testing/harness.ts';
-import { claimInTransaction, findClaimable, findClaimableQuery } from './queue-sql.ts';
+import { claimInTransaction, findClaimable, findClaimableQuery, isStartableQuery, oldestQueuedQuery } from './queue-sql.ts';
 
 /**
  * A long line for one busy agent: finding what may start looks at the head of each agent's line,
@@ -53,35 +53,51 @@ test('behind a busy agent\'s long line, the other agent\'s job is found; the lin
   assert.deepEqual((await findClaimable(db, 3, 2)).map((job) => job.id), [ids.firstQueuedA, ids.secondQueuedA], 'oldest first, up to the limit');
 });
 
-test('the scan reads the heads of the lines, not the jobs behind them (PostgreSQL\'s own count of rows read)', { skip: TEST_DB !== 'postgres' && 'PostgreSQL counts the rows each plan node read' }, async () => {
+test('the scan and a claim\'s check read the heads of the lines, not the jobs behind them (PostgreSQL\'s own count of rows read)', { skip: TEST_DB !== 'postgres' && 'PostgreSQL counts the rows each plan node read' }, async () => {
   const { db } = t.runtime.store;
   await sql`analyze jobs`.execute(db); // the statistics autovacuum gathers in production (with them, a careless plan reads the whole table)
-  const compiled = findClaimableQuery(1, 10).compile(db);
-  const { rows } = await db.executeQuery<{ 'QUERY PLAN': unknown }>({
-    ...compiled, sql: `explain (analyze, format json) ${compiled.sql}`,
-  });
-  let rowsRead = 0;
-  const visit = (node: { 'Actual Rows'?: number; 'Actual Loops'?: number; 'Rows Removed by Filter'?: number; Plans?: unknown[] }) => {
-    rowsRead += ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)) * (node['Actual Loops'] ?? 1);
-    for (const child of node.Plans ?? []) visit(child as typeof node);
+  const rowsRead = async (query: RawBuilder<unknown>) => {
+    const compiled = query.compile(db);
+    const { rows } = await db.executeQuery<{ 'QUERY PLAN': unknown }>({ ...compiled, sql: `explain (analyze, format json) ${compiled.sql}` });
+    let read = 0;
+    const visit = (node: { 'Actual Rows'?: number; 'Actual Loops'?: number; 'Rows Removed by Filter'?: number; Plans?: unknown[] }) => {
+      read += ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0)) * (node['Actual Loops'] ?? 1);
+      for (const child of node.Plans ?? []) visit(child as typeof node);
+    };
+    const plan = rows[0]!['QUERY PLAN'];
+    visit((typeof plan === 'string' ? JSON.parse(plan) : plan)[0].Plan);
+    return read;
   };
-  const plan = rows[0]!['QUERY PLAN'];
-  visit((typeof plan === 'string' ? JSON.parse(plan) : plan)[0].Plan);
   // A few reads per agent with a line. Reading each queued job once read over 2,000; counting the
   // line ahead of each, about 2,000,000.
-  assert.ok(rowsRead < 100, `${rowsRead} rows read for a line of ${BACKLOG}`);
+  const walk = await rowsRead(findClaimableQuery(1, 10));
+  assert.ok(walk < 100, `the walk over the lines' heads read ${walk} rows for a line of ${BACKLOG}`);
+  // A few reads per job looked at (32 of them).
+  const look = await rowsRead(oldestQueuedQuery(1, 32));
+  assert.ok(look < 32 * 12, `the look at the oldest queued jobs read ${look} rows`);
+  // B's job is newer than all of A's line: counting what is ahead of it by id read that line.
+  const check = await rowsRead(isStartableQuery(1, Number(ids.queuedB)));
+  assert.ok(check < 50, `checking B's job read ${check} rows`);
 });
 
-test('the scan walks the jobs table only through index searches (SQLite\'s plan)', { skip: TEST_DB !== 'sqlite' && 'SQLite\'s query plan' }, async () => {
+test('the scan and a claim\'s check reach the jobs table only through index searches (SQLite\'s plans)', { skip: TEST_DB !== 'sqlite' && 'SQLite\'s query plan' }, async () => {
   const { db } = t.runtime.store;
-  const compiled = findClaimableQuery(1, 10).compile(db);
-  const { rows } = await db.executeQuery<{ detail: string }>({ ...compiled, sql: `explain query plan ${compiled.sql}` });
-  const details = rows.map((row) => row.detail);
-  const scansOfJobs = details.filter((detail) => /^SCAN (?:jobs|j|q|r|a)\b/.test(detail)); // the statement's names for the jobs table
+  const planOf = async (query: RawBuilder<unknown>) => {
+    const compiled = query.compile(db);
+    return (await db.executeQuery<{ detail: string }>({ ...compiled, sql: `explain query plan ${compiled.sql}` })).rows.map((row) => row.detail);
+  };
+  const scansOfJobs = (details: string[]) => details.filter((detail) => /^SCAN (?:jobs|j|q|r|a)\b/.test(detail)); // the statements' names for the jobs table
+  const sorts = (details: string[]) => details.filter((detail) => detail.includes('TEMP B-TREE'));
+  const walk = await planOf(findClaimableQuery(1, 10));
   // The one scan allowed finds the first line's head: the index's first queued entry (limit 1).
-  assert.deepEqual(scansOfJobs, ['SCAN q USING COVERING INDEX jobs_line'], details.join('\n'));
+  assert.deepEqual(scansOfJobs(walk), ['SCAN q USING COVERING INDEX jobs_line'], walk.join('\n'));
   // One sort, of the heads found; a sort inside a step would read a whole line to order it.
-  assert.deepEqual(details.filter((detail) => detail.includes('TEMP B-TREE')), ['USE TEMP B-TREE FOR ORDER BY'], details.join('\n'));
+  assert.deepEqual(sorts(walk), ['USE TEMP B-TREE FOR ORDER BY'], walk.join('\n'));
+  const look = await planOf(oldestQueuedQuery(1, 32));
+  assert.deepEqual(scansOfJobs(look), ['SCAN jobs USING INDEX jobs_queued'], look.join('\n')); // in id order, up to the limit
+  assert.deepEqual(sorts(look), [], look.join('\n'));
+  const check = await planOf(isStartableQuery(1, Number(ids.queuedB)));
+  assert.deepEqual([...scansOfJobs(check), ...sorts(check)], [], check.join('\n'));
 });
 
 test('several lines at once: each agent starts as many as it has room for, the first of its line first, and a claim checks the same', async () => {
