@@ -321,7 +321,8 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   await page.getByRole('heading', { name: 'Revoke “browser key”?' }).waitFor();
   await shoot(page, 'keys-revoke');
   await page.getByRole('button', { name: 'Revoke key' }).click();
-  await page.getByText('is revoked').waitFor();
+  // The notice, not any text: a key id ending in "is" beside its "revoked" badge reads "…is revoked" too.
+  await page.getByRole('status').getByText('is revoked').waitFor();
   assert.equal(await page.locator(`tr[data-key-id="${keyId}"] .badge`).textContent(), 'revoked');
   assert.equal((await api('/agents', token)).status, 401);
 
