@@ -157,7 +157,7 @@ export const oldestQueuedQuery = (perAgent: number, look: number) => sql<{ id: n
  * head to the next, taking at most `perAgent` jobs of each line and stepping over the rest with
  * one index search; it then keeps the heads whose agent has room. Its cost grows with the number
  * of agents that have work waiting, not with the length of their lines: reading every queued job
- * cost 30–40 ms at 100,000 queued for one agent on SQLite, and 13 s on PostgreSQL, whose plan for
+ * cost 30–40 ms at 100,000 queued for one agent on SQLite, and up to 13 s on PostgreSQL, whose plan for
  * each job's own check read the whole table.
  *
  * Every step orders by jobs_line's own columns and bounds the agent by a range, never an
