@@ -348,7 +348,8 @@ export class ConversationsService {
       .where('sessions.user_id', '=', userId)
       .$if(after !== null, (q) => q.where((eb) => {
         const activity = eb.fn.coalesce('sessions.last_ts', 'sessions.created_at');
-        return eb.or([eb(activity, '<', after!.activity), eb.and([eb(activity, '=', after!.activity), eb('sessions.id', '>', after!.id)])]);
+        // Said as a range on the activity, so that the index (user, activity, id) seeks to the page.
+        return eb.and([eb(activity, '<=', after!.activity), eb.or([eb(activity, '<', after!.activity), eb('sessions.id', '>', after!.id)])]);
       }))
       .orderBy('activity', 'desc').orderBy('sessions.id').limit(limit + 1).execute();
     const page = rows.slice(0, limit);
