@@ -105,3 +105,26 @@ test('last_used_at is written on first use, then at most once a minute per key',
   await keys.settled();
   assert.equal(await lastUsed(), '2030-05-01T10:01:00.000Z');
 });
+
+test('countActive counts the keys that work now, as list shows them; find returns one of the user\'s own keys only', async () => {
+  const u = await t.user();
+  const other = await t.user();
+  const { keys } = t.runtime.services;
+  const kept = await keys.create(u.id, { label: 'kept' });
+  await keys.create(u.id, { label: 'expiring', expires_in_days: 30 });
+  const revoked = await keys.create(u.id, { label: 'revoked' });
+  await keys.revoke(u.id, revoked.key.key_id);
+  const inactive = await keys.create(u.id, { label: 'inactive' });
+  await t.runtime.store.db.updateTable('api_keys').set({ status: 'inactive' }).where('id', '=', inactive.key.key_id).execute();
+  const expired = await keys.create(u.id, { label: 'expired', expires_in_days: 1 });
+  await t.runtime.store.db.updateTable('api_keys').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).where('id', '=', expired.key.key_id).execute();
+  await keys.create(other.id, { label: 'someone else\'s' });
+
+  const listed = await keys.list(u.id);
+  for (const status of ['expired', 'inactive', 'revoked']) assert.ok(listed.some((k) => k.status === status), status);
+  const active = listed.filter((k) => k.status === 'active').length;
+  assert.ok(active >= 2, 'kept and expiring (and any key the test user came with)');
+  assert.equal(await keys.countActive(u.id), active);
+  assert.deepEqual(await keys.find(u.id, kept.key.key_id), listed.find((k) => k.key_id === kept.key.key_id));
+  assert.equal(await keys.find(other.id, kept.key.key_id), undefined);
+});

@@ -100,6 +100,22 @@ export class KeysService {
     return rows.map(toView);
   }
 
+  /** One of the user's own keys; another user's key is not found. */
+  async find(userId: string, keyId: string): Promise<KeyView | undefined> {
+    const row = await this.deps.store.db.selectFrom('api_keys')
+      .select(['id', 'label', 'status', 'rate_limit', 'created_at', 'last_used_at', 'expires_at', 'revoked_at'])
+      .where('id', '=', keyId).where('user_id', '=', userId).executeTakeFirst();
+    return row && toView(row);
+  }
+
+  /** How many of the user's keys work now: active, and not past their expiry (as effectiveKeyStatus). */
+  async countActive(userId: string): Promise<number> {
+    const { count } = await this.deps.store.db.selectFrom('api_keys').select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('user_id', '=', userId).where('status', '=', 'active')
+      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', isoNow())])).executeTakeFirstOrThrow();
+    return Number(count);
+  }
+
   /** Revokes one of the user's own keys; another user's key is "not found". Permanent. */
   async revoke(userId: string, keyId: string): Promise<void> {
     const now = isoNow();

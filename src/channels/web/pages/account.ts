@@ -13,12 +13,11 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
   app.get('/', async (request, reply) => {
     const session = request.webSession;
     if (!session) return render(request, reply, { title: 'Welcome', body: landing() });
-    const [agents, keys, counts] = await Promise.all([
+    const [agents, activeKeys, counts] = await Promise.all([
       ctx.services.agents.listForUser(session.userId),
-      ctx.services.keys.list(session.userId),
+      ctx.services.keys.countActive(session.userId),
       inboxCounts(ctx, session.userId),
     ]);
-    const activeKeys = keys.filter((k) => k.status === 'active').length;
     return render(request, reply, {
       title: 'Overview',
       body: html`<h1>Overview</h1>

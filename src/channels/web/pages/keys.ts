@@ -107,8 +107,7 @@ export function keysRoutes(app: FastifyInstance, ctx: WebContext): void {
   }));
 
   app.get(`${KEYS_PATH}/:keyId/revoke`, authed<{ Params: { keyId: string } }>(async (request, reply, session) => {
-    const keys = await ctx.services.keys.list(session.userId);
-    const key = keys.find((k) => k.key_id === request.params.keyId);
+    const key = await ctx.services.keys.find(session.userId, request.params.keyId);
     if (!key) return errorPage(request, reply, 404, 'Key not found', 'You have no API key with this id.');
     return render(request, reply, {
       title: 'Revoke key', nav: 'keys', narrow: true,
