@@ -95,7 +95,7 @@ export class KeysService {
   /** The keys this user created, newest first. */
   async list(userId: string): Promise<KeyView[]> {
     const rows = await this.deps.store.db.selectFrom('api_keys')
-      .select(['id', 'label', 'status', 'rate_limit', 'created_at', 'last_used_at', 'expires_at', 'revoked_at'])
+      .select(KEY_VIEW_COLUMNS)
       .where('user_id', '=', userId).orderBy('created_at', 'desc').orderBy('id').execute();
     return rows.map(toView);
   }
@@ -103,7 +103,7 @@ export class KeysService {
   /** One of the user's own keys; another user's key is not found. */
   async find(userId: string, keyId: string): Promise<KeyView | undefined> {
     const row = await this.deps.store.db.selectFrom('api_keys')
-      .select(['id', 'label', 'status', 'rate_limit', 'created_at', 'last_used_at', 'expires_at', 'revoked_at'])
+      .select(KEY_VIEW_COLUMNS)
       .where('id', '=', keyId).where('user_id', '=', userId).executeTakeFirst();
     return row && toView(row);
   }
@@ -186,7 +186,10 @@ export class KeysService {
   }
 }
 
-function toView(row: Pick<ApiKey, 'id' | 'label' | 'status' | 'rate_limit' | 'created_at' | 'last_used_at' | 'expires_at' | 'revoked_at'>): KeyView {
+// What a KeyView is made of (list and find read the same).
+const KEY_VIEW_COLUMNS = ['id', 'label', 'status', 'rate_limit', 'created_at', 'last_used_at', 'expires_at', 'revoked_at'] as const satisfies ReadonlyArray<keyof ApiKey>;
+
+function toView(row: Pick<ApiKey, (typeof KEY_VIEW_COLUMNS)[number]>): KeyView {
   return {
     key_id: row.id,
     label: row.label,
