@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
 import { WebClient } from '../web-client.test-helper.ts';
+import { REVOKED_KEYS_SHOWN } from './keys.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp(); });
@@ -136,6 +137,33 @@ test('revoking asks for confirmation first, then the key gets 401', async () => 
   assert.match(list.body, /is revoked/);
   assert.match(list.body, /badge-revoked/);
   assert.equal((await t.inject({ method: 'GET', url: `${API}/agents`, headers: { authorization: `Bearer ${token}` } })).statusCode, 401);
+});
+
+test('the page lists every key still in use, and only the most recently revoked ones; it says how many it leaves out', async () => {
+  const web = new WebClient(t);
+  const email = await web.signup();
+  const user = (await t.runtime.services.accounts.findByEmail(email))!;
+  const { keys } = t.runtime.services;
+  const live = await keys.create(user.id, { label: 'still in use' });
+  const revokedIds: string[] = [];
+  for (let i = 0; i < REVOKED_KEYS_SHOWN + 3; i++) {
+    const { key } = await keys.create(user.id, { label: `old ${i}` });
+    await keys.revoke(user.id, key.key_id);
+    revokedIds.push(key.key_id);
+  }
+  // Revoked a second apart, in the order made, except the first one made: revoked last of all.
+  const revokedAt = (seconds: number) => new Date(Date.UTC(2026, 0, 1) + seconds * 1000).toISOString();
+  for (const [i, id] of revokedIds.entries()) {
+    await t.runtime.store.db.updateTable('api_keys').set({ revoked_at: revokedAt(i === 0 ? 1000 : i) }).where('id', '=', id).execute();
+  }
+
+  const page = (await web.get('/account/keys')).body;
+  const rows = [...page.matchAll(/<tr data-key-id="([A-Za-z0-9]+)">/g)].map((m) => m[1]);
+  assert.ok(rows.includes(live.key.key_id), 'a key in use is always listed');
+  assert.equal(rows.filter((id) => revokedIds.includes(id!)).length, REVOKED_KEYS_SHOWN);
+  assert.ok(rows.includes(revokedIds[0]), 'the most recently revoked is listed, however old the key');
+  assert.ok(!rows.includes(revokedIds[1]) && !rows.includes(revokedIds[2]) && !rows.includes(revokedIds[3]), 'the longest revoked are left out');
+  assert.match(page, /3 older revoked keys are not shown/);
 });
 
 test('the account tab shows the profile and workspaces', async () => {
