@@ -348,8 +348,7 @@ export class ConversationsService {
       .where('sessions.user_id', '=', userId)
       .$if(after !== null, (q) => q.where((eb) => {
         const activity = eb.fn.coalesce('sessions.last_ts', 'sessions.created_at');
-        // Said as a range on the activity, so that the index (user, activity, id) seeks to the page.
-        return eb.and([eb(activity, '<=', after!.activity), eb.or([eb(activity, '<', after!.activity), eb('sessions.id', '>', after!.id)])]);
+        return eb.or([eb(activity, '<', after!.activity), eb.and([eb(activity, '=', after!.activity), eb('sessions.id', '>', after!.id)])]);
       }))
       .orderBy('activity', 'desc').orderBy('sessions.id').limit(limit + 1).execute();
     const page = rows.slice(0, limit);

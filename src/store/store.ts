@@ -15,7 +15,7 @@ import * as m003InstanceSecrets from './migrations/003_instance_secrets.ts';
 import * as m004HistoryIndexes from './migrations/004_history_indexes.ts';
 import * as m005JobsLine from './migrations/005_jobs_line.ts';
 import * as m006MissionsOwner from './migrations/006_missions_owner.ts';
-import * as m007AccountLists from './migrations/007_account_lists.ts';
+import * as m007MembershipsRole from './migrations/007_memberships_role.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -178,7 +178,7 @@ async function migrate(store: Store): Promise<void> {
     '004_history_indexes': { up: (db) => m004HistoryIndexes.up(db) },
     '005_jobs_line': { up: (db) => m005JobsLine.up(db) },
     '006_missions_owner': { up: (db) => m006MissionsOwner.up(db) },
-    '007_account_lists': { up: (db) => m007AccountLists.up(db) },
+    '007_memberships_role': { up: (db) => m007MembershipsRole.up(db) },
   };
   const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => all } });
   // Kysely locks migrations on PostgreSQL but not on SQLite, where it assumes one connection.
