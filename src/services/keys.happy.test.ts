@@ -115,7 +115,7 @@ test('countActive counts the keys that work now, as list shows them; find return
   const revoked = await keys.create(u.id, { label: 'revoked' });
   await keys.revoke(u.id, revoked.key.key_id);
   const inactive = await keys.create(u.id, { label: 'inactive' });
-  await t.runtime.store.db.updateTable('api_keys').set({ status: 'inactive' }).where('id', '=', inactive.key.key_id).execute();
+  await keys.setEnabled(inactive.key.key_id, false);
   const expired = await keys.create(u.id, { label: 'expired', expires_in_days: 1 });
   await t.runtime.store.db.updateTable('api_keys').set({ expires_at: new Date(Date.now() - 1000).toISOString() }).where('id', '=', expired.key.key_id).execute();
   await keys.create(other.id, { label: 'someone else\'s' });

@@ -8,6 +8,13 @@ let t: TestApp;
 before(async () => { t = await startTestApp(); });
 after(async () => { await t.close(); });
 
+/** A person signed up through the web app, and their account (to make keys for them directly). */
+async function signedUpUser() {
+  const web = new WebClient(t);
+  const user = (await t.runtime.services.accounts.findByEmail(await web.signup()))!;
+  return { web, user };
+}
+
 const secretOf = (body: string) => /id="new-key"[^>]*value="(ak_[A-Za-z0-9]+_[A-Za-z0-9]+)"/.exec(body)?.[1];
 
 test('the create form shows the defaults', async () => {
@@ -88,9 +95,7 @@ test('invalid input is shown next to the field, in sentences naming it, and noth
 });
 
 test('every key status shows: active, inactive, expired, revoked; and when a key was last used', async () => {
-  const web = new WebClient(t);
-  const email = await web.signup();
-  const user = (await t.runtime.services.accounts.findByEmail(email))!;
+  const { web, user } = await signedUpUser();
   const { keys } = t.runtime.services;
   const used = await keys.create(user.id, { label: 'used key' });
   const inactive = (await keys.create(user.id, { label: 'paused key' })).key;
@@ -140,9 +145,7 @@ test('revoking asks for confirmation first, then the key gets 401', async () => 
 });
 
 test('the page lists every key still in use, and only the most recently revoked ones; it says how many it leaves out', async () => {
-  const web = new WebClient(t);
-  const email = await web.signup();
-  const user = (await t.runtime.services.accounts.findByEmail(email))!;
+  const { web, user } = await signedUpUser();
   const { keys } = t.runtime.services;
   const live = await keys.create(user.id, { label: 'still in use' });
   const revokedIds: string[] = [];
