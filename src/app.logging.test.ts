@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { databaseEnv, freshDatabase, type TestDatabase } from './testing/harness.ts';
+import { request as httpRequest } from 'node:http';
+import { API, databaseEnv, freshDatabase, seedAccount, type TestDatabase } from './testing/harness.ts';
 import { startServerProcess, type ServerProcess } from './testing/server-process.ts';
 
 /**
@@ -46,4 +47,32 @@ test('a log reader that stops reading does not stop the server from answering', 
   const deadline = Date.now() + 10_000;
   while (!server.output().includes(requestId) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
   assert.ok(server.output().includes(requestId), 'the lines held while nobody read are written once the reader is back');
+});
+
+test('a client that hangs up while waiting for its reply gets a log line of its own, at once', async () => {
+  const { key } = await seedAccount(database, 'hang-up@example.test', 1);
+  const body = JSON.stringify({ text: '!sleep 5000' });
+  const { hostname, port } = new URL(server.url);
+  const sending = httpRequest({
+    host: hostname, port, method: 'POST', path: `${API}/messages`,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+  });
+  sending.on('error', () => {}); // the hang-up below
+  sending.end(body);
+  const awaitingReply = async () => Number(/^requests_awaiting_reply (\d+)$/m.exec(await (await fetch(`${server.url}/metrics`)).text())?.[1]);
+  for (let waited = 0; (await awaitingReply()) !== 1; waited += 20) {
+    assert.ok(waited < 5_000, 'the request waits for its turn');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  sending.destroy();
+  const hungUp = () => server.output().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line))
+    .find((line) => line.msg === 'request: the client hung up before its answer');
+  const deadline = Date.now() + 3_000; // the turn sleeps 5 s: the line comes from the hang-up, not the turn's end
+  while (!hungUp() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+  const line = hungUp();
+  assert.ok(line, 'the hang-up is logged');
+  assert.equal(line.method, 'POST');
+  assert.equal(line.url, `${API}/messages`);
+  assert.match(line.reqId, /^[0-9a-f-]{36}$/);
+  assert.ok(!server.output().includes(key.split('_')[2]!), 'no secret in the log');
 });

@@ -160,7 +160,7 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
-  installMetrics(app);
+  installMetrics(app, { awaitingReply: () => runtime.engine.waiting });
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
     // Both must answer for an API request to be served: the database, and the rate limit store

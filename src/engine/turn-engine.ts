@@ -46,8 +46,11 @@ export interface JobState {
 
 /** A waiter registered for one job (see TurnEngine.watch). */
 export interface JobWatch {
-  /** The job once finished, or as it stands after `timeoutMs`; `current` is the job as the caller last knew it, if at all. */
-  wait(timeoutMs: number, current: Job | null): Promise<JobState>;
+  /**
+   * The job once finished, or as it stands after `timeoutMs` or once `gone` aborts (whoever
+   * waited has left: the job runs on regardless); `current` is the job as the caller last knew it, if at all.
+   */
+  wait(timeoutMs: number, current: Job | null, gone?: AbortSignal): Promise<JobState>;
   /** Stops listening (the enqueuing transaction rolled back). */
   cancel(): void;
 }
@@ -521,20 +524,30 @@ export class TurnEngine {
     const { db } = this.options.store;
     return {
       cancel,
-      wait: async (timeoutMs, current) => {
+      wait: async (timeoutMs, current, gone) => {
         const timer = setTimeout(wake, timeoutMs);
+        const leave = () => wake();
+        gone?.addEventListener('abort', leave, { once: true });
         try {
           const job = current ?? await getJob(db, jobId);
           if (!job) throw new Error(`job ${jobId} does not exist`);
-          if (isFinished(job) || timeoutMs <= 0) return { job };
+          if (isFinished(job) || timeoutMs <= 0 || gone?.aborted) return { job };
           const state = await woken;
           return state ?? { job: (await getJob(db, jobId))! };
         } finally {
           clearTimeout(timer);
+          gone?.removeEventListener('abort', leave);
           cancel();
         }
       },
     };
+  }
+
+  /** How many waits (requests on this instance awaiting a job's end) are open now. */
+  get waiting(): number {
+    let count = 0;
+    for (const set of this.waiters.values()) count += set.size;
+    return count;
   }
 
   /** The job once it has finished, or as it stands when `timeoutMs` runs out. */

@@ -1,8 +1,14 @@
 import type { FastifyInstance } from 'fastify';
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
-/** Prometheus metrics of one app instance: requests by route and status, and latency. */
-export function installMetrics(app: FastifyInstance): Registry {
+/** What the instance reports beside its requests, read at each scrape. */
+export interface InstanceGauges {
+  /** Requests held open waiting for their turn to end (POST /messages, the web chat). */
+  awaitingReply(): number;
+}
+
+/** Prometheus metrics of one app instance: requests by route and status, latency, and waits. */
+export function installMetrics(app: FastifyInstance, gauges: InstanceGauges): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const requests = new Counter({
@@ -13,6 +19,11 @@ export function installMetrics(app: FastifyInstance): Registry {
     name: 'http_request_duration_seconds', help: 'HTTP request latency by route.',
     labelNames: ['method', 'route'] as const, registers: [registry],
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  });
+  new Gauge({
+    name: 'requests_awaiting_reply', help: 'Requests on this instance held open waiting for their turn to end.',
+    registers: [registry],
+    collect() { this.set(gauges.awaitingReply()); },
   });
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';

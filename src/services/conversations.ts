@@ -34,6 +34,11 @@ export interface InboundMessage {
   idempotencyKey?: string | undefined;
   /** How long to wait for the reply; capped at the server's ceiling. */
   waitMs?: number | undefined;
+  /**
+   * Aborts when the sender has gone (its connection closed): the wait ends then, so nothing is
+   * held for it. The message stays accepted and its turn runs; the reply lands in the transcript.
+   */
+  signal?: AbortSignal | undefined;
 }
 
 export interface TranscriptResult {
@@ -125,7 +130,7 @@ export class ConversationsService {
     const target = await this.resolveTarget(inbound);
     const accepted = await this.accept(inbound, text, target, null);
     if (accepted.duplicateOf !== null) return this.duplicateResult(accepted.duplicateOf);
-    return this.outcome(accepted.watch.wait(waitMs, accepted.job), accepted.messageTs);
+    return this.outcome(accepted.watch.wait(waitMs, accepted.job, inbound.signal), accepted.messageTs);
   }
 
   /** Idempotency-Key: a retry within the TTL starts nothing and returns the first outcome as it stands. */
@@ -163,7 +168,7 @@ export class ConversationsService {
       const target = await this.resolveTarget(inbound);
       const accepted = await this.accept(inbound, text, target, { key, pendingSince });
       if (accepted.duplicateOf !== null) throw new Error('a keyed message is never a duplicate');
-      return this.outcome(accepted.watch.wait(waitMs, accepted.job), accepted.messageTs);
+      return this.outcome(accepted.watch.wait(waitMs, accepted.job, inbound.signal), accepted.messageTs);
     } catch (error) {
       // Not accepted: free the key so that a corrected retry can use it.
       await db.deleteFrom('idempotency_keys').where('user_id', '=', inbound.userId).where('key', '=', key)

@@ -1,10 +1,14 @@
 import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
 import { after, before, test } from 'node:test';
-import { send, transcript } from '../../../testing/conversation.ts';
-import { startTestApp, type TestApp } from '../../../testing/harness.ts';
+import { pollTranscript, send, transcript } from '../../../testing/conversation.ts';
+import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
 
 let t: TestApp;
-before(async () => { t = await startTestApp({ waitCeilingMs: 10_000 }); });
+before(async () => {
+  t = await startTestApp({ waitCeilingMs: 10_000 });
+  await t.app.listen({ port: 0, host: '127.0.0.1' }); // real sockets, for a client that hangs up
+});
 after(async () => { await t.close(); });
 
 test("another account's session answers exactly like a missing one, for sends and reads", async () => {
@@ -51,3 +55,37 @@ test('duplicates and idempotency keys are per account', async () => {
   assert.equal(rb.json().status, 'completed');
   assert.notEqual(ra.json().session_id, rb.json().session_id);
 });
+
+test('a client that hangs up while waiting is let go at once; its message is still answered', { timeout: 20_000 }, async () => {
+  const u = await t.userWithAgent();
+  const awaitingReply = async () => {
+    const metrics = (await t.inject({ method: 'GET', url: '/metrics' })).body;
+    return Number(/^requests_awaiting_reply (\d+)$/m.exec(metrics)?.[1]);
+  };
+  const until = async (what: string, condition: () => Promise<boolean>) => {
+    for (let waited = 0; !(await condition()); waited += 20) {
+      assert.ok(waited < 8000, what);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  };
+  assert.equal(await awaitingReply(), 0);
+  const { port } = t.app.server.address() as { port: number };
+  const body = JSON.stringify({ text: '!sleep 3000 still answered' });
+  const sending = httpRequest({
+    host: '127.0.0.1', port, method: 'POST', path: `${API}/messages`,
+    headers: { ...u.auth, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+  });
+  sending.on('error', () => {}); // the hang-up below
+  sending.end(body);
+  await until('the request waits for its turn', async () => (await awaitingReply()) === 1);
+  sending.destroy();
+  await until('the wait ends when the client hangs up', async () => (await awaitingReply()) === 0);
+
+  // Let go while the turn still runs (it sleeps 3 s), not when it ended.
+  const [session] = (await t.runtime.services.conversations.listSessionsPage(u.id)).sessions;
+  const page = (await transcript(t, u, session!.session_id)).json();
+  assert.equal(page.status, 'processing');
+  const answered = await pollTranscript(t, u, page.session_id, (b) => b.status === 'idle');
+  assert.deepEqual(answered.messages.map((m: any) => m.text), ['!sleep 3000 still answered', 'You said: still answered']);
+});
+

@@ -5,6 +5,7 @@ import { API_PREFIX } from '../prefix.ts';
 import { callerOf } from '../plugins/auth.ts';
 import { BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
 import type { RouteResponseHeaders } from '../openapi.ts';
+import { hangUpSignal } from '../../hang-up.ts';
 
 const SendBody = z.object({
   text: z.string().meta({ description: 'The message, 1–32,000 characters, not blank.', example: 'Summarise my unread email.' }),
@@ -121,6 +122,8 @@ export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {
         agentId: request.body.agent_id,
         idempotencyKey: request.headers['idempotency-key'],
         waitMs,
+        // A client that hangs up stops the wait (its message stays accepted and is answered).
+        signal: hangUpSignal(request, reply),
       });
     } catch (error) {
       // Only an accepted message had its preference applied; a refused one (4xx) did not wait at all.

@@ -7,6 +7,7 @@ import { html, type SafeHtml } from '../html.ts';
 import { badge, csrfField, notice } from '../layout.ts';
 import type { TranscriptResult } from '../../../services/conversations.ts';
 import { messageList, readLatest, type LatestTranscript } from './conversations.ts';
+import { hangUpSignal } from '../../hang-up.ts';
 
 // Without JS the form post waits this long for the reply before showing the page (which then
 // refreshes itself while the turn is still running). With JS it waits only a moment, so that
@@ -54,6 +55,7 @@ export function chatRoutes(app: FastifyInstance, ctx: WebContext): void {
         ...(sessionId ? { sessionId } : {}),
         ...(!sessionId && agentId ? { agentId } : {}),
         waitMs: Math.min(json ? JS_WAIT_MS : NO_JS_WAIT_MS, ctx.config.waitCeilingMs),
+        signal: hangUpSignal(request, reply),
       });
       if (json) return reply.code(result.status === 'processing' || result.status === 'queued' ? 202 : 200).send(result);
       return reply.redirect(`/chat?session=${encodeURIComponent(result.session_id)}`, 303);

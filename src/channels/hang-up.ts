@@ -1,0 +1,17 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+
+/**
+ * Aborts when the client hangs up before its answer is written out, so that a wait on its behalf
+ * can end at once. (Fastify's `request.signal` listens for the request stream's close, which Node
+ * emits as soon as a body has been read: it aborted every POST straight away.) Such a request
+ * never reaches onResponse, so its access-log line is written here.
+ */
+export function hangUpSignal(request: FastifyRequest, reply: FastifyReply): AbortSignal {
+  const hangUp = new AbortController();
+  reply.raw.once('close', () => {
+    if (reply.raw.writableFinished) return;
+    hangUp.abort();
+    request.log.info({ method: request.method, url: request.url.split('?')[0], ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request: the client hung up before its answer');
+  });
+  return hangUp.signal;
+}
