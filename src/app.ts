@@ -11,6 +11,7 @@ import { withoutUnreferencedSchemas, withResponseHeaders, type RouteResponseHead
 import { webChannel } from './channels/web/index.ts';
 import { findUnstorableText, Problem, UNSTORABLE_TEXT_RULE } from './domain/problems.ts';
 import { sendProblem } from './channels/api/problem-reply.ts';
+import { accessLogFields } from './observability/access-log.ts';
 import { installMetrics } from './observability/metrics.ts';
 import type { Runtime } from './runtime.ts';
 
@@ -120,9 +121,7 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   app.addHook('onResponse', async (request, reply) => {
     const socket = request.raw.socket as CountedSocket; // this answer is written out (see MAX_PIPELINED_REQUESTS)
     if (socket[pendingAnswers]) socket[pendingAnswers] -= 1; // (an unroutable URL skips onRequest, not onResponse)
-    request.log.info({
-      method: request.method, url: request.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100,
-    }, 'request');
+    request.log.info({ ...accessLogFields(request, reply), status: reply.statusCode }, 'request');
   });
 
   await app.register(swagger, {

@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { accessLogFields } from '../observability/access-log.ts';
 
 /**
  * Aborts when the client hangs up before its answer is written out, so that a wait on its behalf
@@ -11,7 +12,7 @@ export function hangUpSignal(request: FastifyRequest, reply: FastifyReply): Abor
   reply.raw.once('close', () => {
     if (reply.raw.writableFinished) return;
     hangUp.abort();
-    request.log.info({ method: request.method, url: request.url.split('?')[0], ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request: the client hung up before its answer');
+    request.log.info(accessLogFields(request, reply), 'request: the client hung up before its answer');
   });
   return hangUp.signal;
 }

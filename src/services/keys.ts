@@ -89,7 +89,7 @@ export class KeysService {
         details: JSON.stringify({ label: row.label, rate_limit: row.rate_limit, expires_at: row.expires_at }),
       }).execute();
     });
-    return { key: toView({ ...row }), token };
+    return { key: this.toView({ ...row }), token };
   }
 
   /** The keys this user created, newest first. */
@@ -97,7 +97,7 @@ export class KeysService {
     const rows = await this.deps.store.db.selectFrom('api_keys')
       .select(KEY_VIEW_COLUMNS)
       .where('user_id', '=', userId).orderBy('created_at', 'desc').orderBy('id').execute();
-    return rows.map(toView);
+    return rows.map((row) => this.toView(row));
   }
 
   /** One of the user's own keys; another user's key is not found. */
@@ -105,7 +105,7 @@ export class KeysService {
     const row = await this.deps.store.db.selectFrom('api_keys')
       .select(KEY_VIEW_COLUMNS)
       .where('id', '=', keyId).where('user_id', '=', userId).executeTakeFirst();
-    return row && toView(row);
+    return row && this.toView(row);
   }
 
   /** How many of the user's keys work now: active, and not past their expiry (as effectiveKeyStatus). */
@@ -159,7 +159,15 @@ export class KeysService {
     const matches = secretMatches(parsed.secret, key ? Buffer.from(key.secret_hash) : null);
     if (!key || !matches || effectiveKeyStatus(key) !== 'active') return null;
     this.noteUsed(key.id);
-    return { keyId: key.id, userId: key.user_id, rateLimit: key.rate_limit };
+    return { keyId: key.id, userId: key.user_id, rateLimit: this.effectiveLimit(key.rate_limit) };
+  }
+
+  /**
+   * A key's limit as it applies now: never over the server's maximum, also for a key made while
+   * an operator had raised it (for a load test, say) and has lowered it since.
+   */
+  private effectiveLimit(stored: number): number {
+    return Math.min(stored, this.deps.maxRateLimitPerMinute);
   }
 
   /** Writes last_used_at at most about once a minute per key, off the request's path. */
@@ -181,6 +189,20 @@ export class KeysService {
     await Promise.all([...this.pendingWrites]);
   }
 
+  /** A key as its owner sees it, with the limit it runs at now. */
+  private toView(row: Pick<ApiKey, (typeof KEY_VIEW_COLUMNS)[number]>): KeyView {
+    return {
+      key_id: row.id,
+      label: row.label,
+      status: effectiveKeyStatus(row),
+      rate_limit: this.effectiveLimit(row.rate_limit),
+      created_at: row.created_at,
+      last_used_at: row.last_used_at,
+      expires_at: row.expires_at,
+      revoked_at: row.revoked_at,
+    };
+  }
+
   async auditTrail(keyId: string) {
     return this.deps.store.db.selectFrom('audit_log').selectAll().where('subject_id', '=', keyId).orderBy('id').execute();
   }
@@ -189,15 +211,3 @@ export class KeysService {
 // What a KeyView is made of (list and find read the same).
 const KEY_VIEW_COLUMNS = ['id', 'label', 'status', 'rate_limit', 'created_at', 'last_used_at', 'expires_at', 'revoked_at'] as const satisfies ReadonlyArray<keyof ApiKey>;
 
-function toView(row: Pick<ApiKey, (typeof KEY_VIEW_COLUMNS)[number]>): KeyView {
-  return {
-    key_id: row.id,
-    label: row.label,
-    status: effectiveKeyStatus(row),
-    rate_limit: row.rate_limit,
-    created_at: row.created_at,
-    last_used_at: row.last_used_at,
-    expires_at: row.expires_at,
-    revoked_at: row.revoked_at,
-  };
-}

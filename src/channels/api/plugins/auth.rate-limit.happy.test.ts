@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
-import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
+import { API, freshDatabase, startTestApp, withTestApp, type TestApp } from '../../../testing/harness.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp(); });
@@ -44,4 +44,24 @@ test('a key created without a limit gets the server default, 60', async () => {
   const { token } = await t.runtime.services.keys.create(u.id, { label: 'default limit' });
   const res = await t.inject({ method: 'GET', url: `${API}/agents`, headers: { authorization: `Bearer ${token}` } });
   assert.equal(res.headers['ratelimit-policy'], '"key";q=60;w=60');
+});
+
+test('a key made under a higher server maximum runs at the maximum once it is lowered', async () => {
+  const database = await freshDatabase();
+  try {
+    // An operator raised the maximum for a load test and made a key at 500 a minute…
+    const { u } = await withTestApp(async (raised) => ({ u: await raised.user({ rateLimit: 500 }) }), { maxRateLimitPerMinute: 1000 }, { database });
+    // …then restarted with the maximum at 5 again.
+    await withTestApp(async (lowered) => {
+      const answers = [];
+      for (let i = 0; i < 6; i++) answers.push(await lowered.inject({ method: 'GET', url: `${API}/agents`, headers: u.auth }));
+      assert.deepEqual(answers.map((res) => res.statusCode), [200, 200, 200, 200, 200, 429]);
+      assert.equal(answers[0]!.headers['ratelimit-policy'], '"key";q=5;w=60');
+      // The owner sees the limit the key runs at.
+      const [view] = await lowered.runtime.services.keys.list(u.id);
+      assert.equal(view!.rate_limit, 5);
+    }, { maxRateLimitPerMinute: 5 }, { database });
+  } finally {
+    await database.drop();
+  }
 });
