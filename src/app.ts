@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { isUtf8 } from 'node:buffer';
+import { maxHeaderSize } from 'node:http';
 import type { Socket } from 'node:net';
 import pino from 'pino';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
@@ -36,6 +38,25 @@ type CountedSocket = Socket & { [pendingAnswers]?: number };
  */
 const logDestination = () => pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100, maxLength: 16 * 1024 * 1024 });
 
+/**
+ * JSON bodies, as Fastify's own parser reads them (prototype poisoning removed), but only as JSON
+ * is sent (RFC 8259 §8.1, RFC 9110 §8.4): bytes that are not UTF-8 are malformed (400) rather than
+ * stored with U+FFFD in their place, and a compressed body (Content-Encoding) is an unsupported
+ * media type (415) rather than unparseable.
+ */
+function installJsonBodyParser(app: FastifyInstance): void {
+  const parseJson = app.getDefaultJsonParser('remove', 'remove');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    const coding = request.headers['content-encoding'];
+    if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
+      return done(new Problem('unsupported_media_type', 'Send the body uncompressed (no Content-Encoding).'), undefined);
+    }
+    if (!isUtf8(body as Buffer)) return done(new Problem('malformed_json', 'The body is not valid JSON: it is not UTF-8.'), undefined);
+    return parseJson(request, body as unknown as string, done); // secure-json-parse reads a Buffer as UTF-8
+  });
+}
+
 export interface AppOptions {
   /** pino options, or false for silence (tests). */
   logger?: boolean | Record<string, unknown>;
@@ -71,22 +92,28 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     clientErrorHandler: clientErrorProblem,
     // One access-log line per request (written in onResponse) instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
-    // Room for any id a client may send (a wrong one is then a 404 of its kind, after auth).
-    routerOptions: { maxParamLength: 1000 },
-    // A URL the router cannot decode (bad percent-encoding, an absurdly long segment) names no
-    // route: the contract's 404 problem, not Fastify's own JSON.
+    // Room for any id a client can send: no segment is longer than the request line Node accepts
+    // (its header limit), so a wrong id, however long, is a 404 of its kind after auth.
+    routerOptions: { maxParamLength: maxHeaderSize },
+    // A URL the router cannot decode (bad percent-encoding) names no route: the contract's 404
+    // problem, not Fastify's own JSON.
     frameworkErrors: (error, request, reply) => {
       reply.header('X-Request-Id', request.id);
-      const why = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path segment is over 1000 characters' : 'it is not validly percent-encoded';
+      const why = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'a path segment is too long' : 'it is not validly percent-encoded';
       return sendProblem(request, reply, new Problem('not_found', `No route for this URL: ${why}.`));
     },
   });
   // "Server listening at …" goes out at once, not with the next block of lines.
   if (logStream) app.addHook('onListen', (done) => { logStream.flush(); done(); });
+  // A GET that carries a body has it judged like any other (contract §0: 415 for a type that is
+  // not JSON, 400 for JSON that does not parse, 413 past 1 MiB), after auth and the rate limit;
+  // a valid one is then ignored. Fastify's default skips a GET's body unread.
+  app.addHttpMethod('GET', { hasBody: true, overrideExisting: true });
   app.setValidatorCompiler(validatorCompiler);
   // Response schemas document the API; serialising with JSON.stringify keeps the hot path lean.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   app.removeContentTypeParser('text/plain');
+  installJsonBodyParser(app);
   installErrorHandling(app);
   // From the moment the server starts closing (SIGTERM), a request that still arrives on an open
   // connection is refused at once, and its connection closed: the client retries elsewhere or

@@ -40,10 +40,17 @@ export const COMMON_PROBLEMS = {
 } as const;
 
 export const BODY_PROBLEMS = {
-  400: problemResponse('The body is not valid JSON.'),
+  400: problemResponse('The body is not valid JSON (or not UTF-8).'),
   413: problemResponse('The body is larger than 1 MiB.'),
-  415: problemResponse('The body is not application/json.'),
+  415: problemResponse('The body is not application/json, or it is compressed (Content-Encoding).'),
   422: problemResponse('A field is missing or invalid.'),
+} as const;
+
+/** A GET needs no body; one sent all the same is judged as any body is (contract §0), then ignored. */
+export const UNWANTED_BODY_PROBLEMS = {
+  400: problemResponse('A body was sent (none is needed) and it is not valid JSON.'),
+  413: problemResponse('A body was sent (none is needed) and it is larger than 1 MiB.'),
+  415: problemResponse('A body was sent (none is needed) and it is not application/json, or it is compressed.'),
 } as const;
 
 export const AgentSchema = z.object({

@@ -32,6 +32,46 @@ test('400 malformed_json for a body that is not JSON', async () => {
   assertProblem(await postAgents({ 'content-type': 'application/json' }, 'not json at all'), 400, 'malformed_json');
 });
 
+test('400 malformed_json for bytes that are not UTF-8, and nothing is stored', async () => {
+  const pro = await t.user({ plan: 'pro' });
+  // "caf\xe9": Latin-1, not UTF-8; read as UTF-8 it would have been stored as "caf\uFFFD".
+  const latin1 = Buffer.concat([Buffer.from('{"agent_name":"caf'), Buffer.from([0xe9]), Buffer.from('"}')]);
+  const res = await t.inject({ method: 'POST', url: `${API}/agents`, headers: { ...pro.auth, 'content-type': 'application/json' }, payload: latin1 });
+  assert.match(String(assertProblem(res, 400, 'malformed_json').detail), /UTF-8/);
+  assert.deepEqual(await t.runtime.services.agents.listForUser(pro.id), []);
+  // The same name in UTF-8 is fine, and a byte order mark is allowed.
+  const utf8 = await t.inject({ method: 'POST', url: `${API}/agents`, headers: { ...pro.auth, 'content-type': 'application/json' }, payload: Buffer.from('\uFEFF{"agent_name":"café"}') });
+  assert.equal(utf8.statusCode, 201, utf8.body);
+  assert.equal(utf8.json().name, 'café');
+});
+
+test('415 unsupported_media_type for a compressed body (Content-Encoding), and nothing is stored', async () => {
+  const pro = await t.user({ plan: 'pro' });
+  for (const coding of ['gzip', 'br', 'gzip, identity']) {
+    const res = await t.inject({ method: 'POST', url: `${API}/agents`, headers: { ...pro.auth, 'content-type': 'application/json', 'content-encoding': coding }, payload: '{"agent_name":"zipped"}' });
+    assertProblem(res, 415, 'unsupported_media_type');
+  }
+  assert.deepEqual(await t.runtime.services.agents.listForUser(pro.id), []);
+  const identity = await t.inject({ method: 'POST', url: `${API}/agents`, headers: { ...pro.auth, 'content-type': 'application/json', 'content-encoding': 'identity' }, payload: '{"agent_name":"plain"}' });
+  assert.equal(identity.statusCode, 201, identity.body);
+});
+
+test('a GET that carries a body has it judged like any other (after auth and the rate limit); a valid one is ignored', async () => {
+  const get = (headers: Record<string, string>, payload?: string) => t.inject({ method: 'GET', url: `${API}/agents`, headers, ...(payload === undefined ? {} : { payload }) });
+  assertProblem(await get({ ...u.auth, 'content-type': 'text/plain' }, 'hello'), 415, 'unsupported_media_type');
+  assertProblem(await get({ ...u.auth }, 'hello'), 415, 'unsupported_media_type'); // a body with no type at all
+  assertProblem(await get({ ...u.auth, 'content-type': 'application/json' }, '{bad'), 400, 'malformed_json');
+  assertProblem(await get({ ...u.auth, 'content-type': 'application/json' }, JSON.stringify({ p: 'p'.repeat(1024 * 1024) })), 413, 'payload_too_large');
+  const ignored = await get({ ...u.auth, 'content-type': 'application/json' }, '{"anything":1}');
+  assert.equal(ignored.statusCode, 200, ignored.body);
+  assert.equal((await get({ ...u.auth })).statusCode, 200);
+  // The contract's order: no key is 401 and a spent quota 429, whatever the body.
+  assertProblem(await get({ 'content-type': 'text/plain' }, 'hello'), 401, 'unauthorized');
+  const one = await t.user({ rateLimit: 1 });
+  assert.equal((await get({ ...one.auth })).statusCode, 200);
+  assertProblem(await get({ ...one.auth, 'content-type': 'text/plain' }, 'hello'), 429, 'rate_limited');
+});
+
 test('413 payload_too_large for a body over 1 MiB', async () => {
   const big = JSON.stringify({ agent_name: 'x', padding: 'p'.repeat(1024 * 1024) });
   assertProblem(await postAgents({ 'content-type': 'application/json' }, big), 413, 'payload_too_large');
@@ -173,11 +213,20 @@ test('a URL that cannot be decoded is a 404 problem, not Fastify\'s own JSON', a
 });
 
 test('a long path id reaches auth and then the object check, like any unknown id', async () => {
-  const longId = `ses_${'x'.repeat(500)}`;
-  assertProblem(await t.inject({ method: 'GET', url: `${API}/sessions/${longId}/messages` }), 401, 'unauthorized');
-  assertProblem(await t.inject({ method: 'GET', url: `${API}/sessions/${longId}/messages`, headers: u.auth }), 404, 'session_not_found');
-  // Past the router's bound it names no route at all.
-  assertProblem(await t.inject({ method: 'GET', url: `${API}/sessions/${'x'.repeat(1001)}/messages`, headers: u.auth }), 404, 'not_found');
+  const server = await withListening();
+  try {
+    // As long as Node lets the request line be (its header limit, 16 KiB by default).
+    for (const longId of [`ses_${'x'.repeat(500)}`, `ses_${'x'.repeat(1001)}`, `ses_${'x'.repeat(16_000)}`]) {
+      const url = `${API}/sessions/${longId}/messages`;
+      assertProblem(await t.inject({ method: 'GET', url }), 401, 'unauthorized');
+      assertProblem(await t.inject({ method: 'GET', url, headers: u.auth }), 404, 'session_not_found');
+      const overHttp = await fetch(`http://127.0.0.1:${server.port}${url}`, { headers: u.auth });
+      assert.equal(overHttp.status, 404);
+      assert.equal(((await overHttp.json()) as { code: string }).code, 'session_not_found');
+    }
+  } finally {
+    await server.close();
+  }
 });
 
 test('a NUL character in a query string is a 422 naming the field, never a 500 (PostgreSQL refuses NUL)', async () => {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { COMMON_PROBLEMS, EXAMPLE_IDS, problemResponse } from '../schemas.ts';
+import { COMMON_PROBLEMS, EXAMPLE_IDS, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 export const ActionSchema = z.object({
   operation_id: z.string().meta({ description: 'The action\'s id; also the idempotency key its tool runs with.', example: EXAMPLE_IDS.action }),
@@ -30,7 +30,7 @@ export function listActionsRoute(app: ApiApp, ctx: ApiContext): void {
       querystring: ListActionsQuery,
       response: {
         200: z.object({ actions: z.array(ActionSchema) }),
-        ...COMMON_PROBLEMS,
+        ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS,
         422: problemResponse('validation_failed: bad session_id'),
       },
     },

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { AgentSchema, COMMON_PROBLEMS } from '../schemas.ts';
+import { AgentSchema, COMMON_PROBLEMS, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 /** §2 List agents: every agent of every workspace the caller belongs to. */
 export function listAgentsRoute(app: ApiApp, ctx: ApiContext): void {
@@ -10,7 +10,7 @@ export function listAgentsRoute(app: ApiApp, ctx: ApiContext): void {
       operationId: 'listAgents',
       tags: ['Agents'],
       summary: 'List the agents you can message',
-      response: { 200: z.object({ agents: z.array(AgentSchema) }), ...COMMON_PROBLEMS },
+      response: { 200: z.object({ agents: z.array(AgentSchema) }), ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS },
     },
   }, async (request) => ({ agents: await ctx.agents.listForUser(callerOf(request).userId) }));
 }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { COMMON_PROBLEMS, EXAMPLE_IDS } from '../schemas.ts';
+import { COMMON_PROBLEMS, EXAMPLE_IDS, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 export const QuestionSchema = z.object({
   request_id: z.string().meta({ description: 'The question\'s id; answer it with POST /questions/answers.', example: EXAMPLE_IDS.question }),
@@ -24,7 +24,7 @@ export function listQuestionsRoute(app: ApiApp, ctx: ApiContext): void {
       description: 'Open questions put to you, plus every open question on a mission you own, whoever it was put to; oldest first.',
       response: {
         200: z.object({ questions: z.array(QuestionSchema) }),
-        ...COMMON_PROBLEMS,
+        ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS,
       },
     },
   }, async (request) => ctx.missions.listQuestions(callerOf(request).userId));

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
+import { COMMON_PROBLEMS, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 const TranscriptQuery = z.object({
   after: z.string().max(64).optional().meta({ description: 'A turn ts; only newer turns are returned.', example: '2026-11-22T12:34:56.789012Z' }),
@@ -34,7 +34,7 @@ export function readTranscriptRoute(app: ApiApp, ctx: ApiContext): void {
       querystring: TranscriptQuery,
       response: {
         200: TranscriptSchema,
-        ...COMMON_PROBLEMS,
+        ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS,
         404: problemResponse('session_not_found (also for another account\'s session)'),
         422: problemResponse('validation_failed: bad after or limit'),
       },
