@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';
-import { maxHeaderSize } from 'node:http';
+import { maxHeaderSize, type IncomingHttpHeaders } from 'node:http';
 import type { Socket } from 'node:net';
 import pino from 'pino';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
@@ -57,6 +57,10 @@ function installJsonBodyParser(app: FastifyInstance): void {
   });
 }
 
+/** Whether a request's framing announces a body (as Fastify judges it: a length above 0, or chunks). */
+const carriesBody = (headers: IncomingHttpHeaders): boolean =>
+  headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
+
 export interface AppOptions {
   /** pino options, or false for silence (tests). */
   logger?: boolean | Record<string, unknown>;
@@ -107,7 +111,8 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   if (logStream) app.addHook('onListen', (done) => { logStream.flush(); done(); });
   // A GET that carries a body has it judged like any other (contract §0: 415 for a type that is
   // not JSON, 400 for JSON that does not parse, 413 past 1 MiB), after auth and the rate limit;
-  // a valid one is then ignored. Fastify's default skips a GET's body unread.
+  // a valid one is then ignored. Fastify's default skips a GET's body unread. (A GET with no body
+  // has its Content-Type dropped in onRequest, below: there is nothing to judge.)
   app.addHttpMethod('GET', { hasBody: true, overrideExisting: true });
   app.setValidatorCompiler(validatorCompiler);
   // Response schemas document the API; serialising with JSON.stringify keeps the hot path lean.
@@ -130,6 +135,8 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
       socket.destroy();
       return reply.hijack();
     }
+    // Many clients send a Content-Type with every request; on a GET with no body, it names nothing.
+    if (request.method === 'GET' && !carriesBody(request.raw.headers)) delete request.raw.headers['content-type'];
     reply.header('X-Request-Id', request.id);
     if (closing) {
       reply.header('Connection', 'close');

@@ -65,6 +65,11 @@ test('a GET that carries a body has it judged like any other (after auth and the
   const ignored = await get({ ...u.auth, 'content-type': 'application/json' }, '{"anything":1}');
   assert.equal(ignored.statusCode, 200, ignored.body);
   assert.equal((await get({ ...u.auth })).statusCode, 200);
+  // No body, whatever Content-Type a client sends along out of habit: nothing to judge.
+  for (const type of ['application/json', 'text/plain']) {
+    assert.equal((await get({ ...u.auth, 'content-type': type })).statusCode, 200, type);
+    assert.equal((await get({ ...u.auth, 'content-type': type, 'content-length': '0' })).statusCode, 200, type);
+  }
   // The contract's order: no key is 401 and a spent quota 429, whatever the body.
   assertProblem(await get({ 'content-type': 'text/plain' }, 'hello'), 401, 'unauthorized');
   const one = await t.user({ rateLimit: 1 });
