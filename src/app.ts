@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { isUtf8 } from 'node:buffer';
-import { maxHeaderSize, type IncomingHttpHeaders } from 'node:http';
+import { maxHeaderSize } from 'node:http';
 import type { Socket } from 'node:net';
 import pino from 'pino';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
@@ -15,6 +14,7 @@ import { findUnstorableText, Problem, UNSTORABLE_TEXT_RULE } from './domain/prob
 import { sendProblem } from './channels/api/problem-reply.ts';
 import { accessLogFields } from './observability/access-log.ts';
 import { installMetrics } from './observability/metrics.ts';
+import { installJsonBodyParser } from './channels/json-body.ts';
 import type { Runtime } from './runtime.ts';
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
@@ -37,29 +37,6 @@ type CountedSocket = Socket & { [pendingAnswers]?: number };
  * most the last 100 ms. A reader that stops reading costs at most 16 MiB held, then lines are dropped.
  */
 const logDestination = () => pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100, maxLength: 16 * 1024 * 1024 });
-
-/**
- * JSON bodies, as Fastify's own parser reads them (prototype poisoning removed), but only as JSON
- * is sent (RFC 8259 §8.1, RFC 9110 §8.4): bytes that are not UTF-8 are malformed (400) rather than
- * stored with U+FFFD in their place, and a compressed body (Content-Encoding) is an unsupported
- * media type (415) rather than unparseable.
- */
-function installJsonBodyParser(app: FastifyInstance): void {
-  const parseJson = app.getDefaultJsonParser('remove', 'remove');
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
-    const coding = request.headers['content-encoding'];
-    if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
-      return done(new Problem('unsupported_media_type', 'Send the body uncompressed (no Content-Encoding).'), undefined);
-    }
-    if (!isUtf8(body as Buffer)) return done(new Problem('malformed_json', 'The body is not valid JSON: it is not UTF-8.'), undefined);
-    return parseJson(request, body as unknown as string, done); // secure-json-parse reads a Buffer as UTF-8
-  });
-}
-
-/** Whether a request's framing announces a body (as Fastify judges it: a length above 0, or chunks). */
-const carriesBody = (headers: IncomingHttpHeaders): boolean =>
-  headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
 
 export interface AppOptions {
   /** pino options, or false for silence (tests). */
@@ -109,11 +86,6 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   });
   // "Server listening at …" goes out at once, not with the next block of lines.
   if (logStream) app.addHook('onListen', (done) => { logStream.flush(); done(); });
-  // A GET that carries a body has it judged like any other (contract §0: 415 for a type that is
-  // not JSON, 400 for JSON that does not parse, 413 past 1 MiB), after auth and the rate limit;
-  // a valid one is then ignored. Fastify's default skips a GET's body unread. (A GET with no body
-  // has its Content-Type dropped in onRequest, below: there is nothing to judge.)
-  app.addHttpMethod('GET', { hasBody: true, overrideExisting: true });
   app.setValidatorCompiler(validatorCompiler);
   // Response schemas document the API; serialising with JSON.stringify keeps the hot path lean.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
@@ -135,8 +107,6 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
       socket.destroy();
       return reply.hijack();
     }
-    // Many clients send a Content-Type with every request; on a GET with no body, it names nothing.
-    if (request.method === 'GET' && !carriesBody(request.raw.headers)) delete request.raw.headers['content-type'];
     reply.header('X-Request-Id', request.id);
     if (closing) {
       reply.header('Connection', 'close');

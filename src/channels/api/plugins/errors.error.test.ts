@@ -65,10 +65,31 @@ test('a GET that carries a body has it judged like any other (after auth and the
   const ignored = await get({ ...u.auth, 'content-type': 'application/json' }, '{"anything":1}');
   assert.equal(ignored.statusCode, 200, ignored.body);
   assert.equal((await get({ ...u.auth })).statusCode, 200);
+  // A valid body is not read as input: text the stored-text rule refuses goes unjudged.
+  assert.equal((await get({ ...u.auth, 'content-type': 'application/json' }, '{"a":"\\u0000"}')).statusCode, 200);
   // No body, whatever Content-Type a client sends along out of habit: nothing to judge.
   for (const type of ['application/json', 'text/plain']) {
     assert.equal((await get({ ...u.auth, 'content-type': type })).statusCode, 200, type);
     assert.equal((await get({ ...u.auth, 'content-type': type, 'content-length': '0' })).statusCode, 200, type);
+  }
+  // The route is judged first: a GET with a body to no route is the 404 of no route.
+  const nowhere = await t.inject({ method: 'GET', url: `${API}/nowhere`, headers: { ...u.auth, 'content-type': 'text/plain' }, payload: 'hello' });
+  assertProblem(nowhere, 404, 'not_found');
+  // Over a real socket too, chunked: an empty body is none; a big one is refused once past 1 MiB.
+  const server = await withListening();
+  try {
+    const exchange = (body: string) => rawExchange(server, `GET ${API}/agents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${u.key}\r\n`
+      + `Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${body}0\r\n\r\n`);
+    assert.match(await exchange(''), /^HTTP\/1\.1 200 /);
+    const chunk = 'x'.repeat(64 * 1024);
+    assert.match(await exchange(`${(chunk.length).toString(16)}\r\n${chunk}\r\n`.repeat(17)), /^HTTP\/1\.1 413 /);
+  } finally {
+    await server.close();
+  }
+  // Outside the API (health, the web app's pages), a GET's body is left unread, as before.
+  for (const url of ['/healthz', '/login']) {
+    const res = await t.inject({ method: 'GET', url, headers: { 'content-type': 'text/plain' }, payload: 'hello' });
+    assert.equal(res.statusCode, 200, url);
   }
   // The contract's order: no key is 401 and a spent quota 429, whatever the body.
   assertProblem(await get({ 'content-type': 'text/plain' }, 'hello'), 401, 'unauthorized');

@@ -54,6 +54,10 @@ export function clientErrorProblem(this: FastifyInstance, error: NodeJS.ErrnoExc
 
 const noRoute = (request: FastifyRequest) => new Problem('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`);
 
+/** The body problems, whichever check finds them (Fastify's reader, or judgeBodiesOfGets). */
+export const bodyTooLarge = () => new Problem('payload_too_large', 'The body is larger than 1 MiB.');
+export const bodyNotJson = () => new Problem('unsupported_media_type', 'Send the body as application/json.');
+
 export function toProblem(error: FastifyError | Error): Problem {
   if (error instanceof Problem) return error;
   if (hasZodFastifySchemaValidationErrors(error)) {
@@ -65,9 +69,9 @@ export function toProblem(error: FastifyError | Error): Problem {
   const fastifyError = error as FastifyError;
   switch (fastifyError.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new Problem('payload_too_large', 'The body is larger than 1 MiB.');
+      return bodyTooLarge();
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new Problem('unsupported_media_type', 'Send the body as application/json.');
+      return bodyNotJson();
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new Problem('malformed_json', 'The body is not valid JSON.');
@@ -80,7 +84,7 @@ export function toProblem(error: FastifyError | Error): Problem {
   if (error instanceof SyntaxError || fastifyError.statusCode === 400) {
     return new Problem('malformed_json', 'The request could not be parsed.');
   }
-  if (fastifyError.statusCode === 413) return new Problem('payload_too_large', 'The body is larger than 1 MiB.');
-  if (fastifyError.statusCode === 415) return new Problem('unsupported_media_type', 'Send the body as application/json.');
+  if (fastifyError.statusCode === 413) return bodyTooLarge();
+  if (fastifyError.statusCode === 415) return bodyNotJson();
   return new Problem('internal_error', 'Something went wrong on our side. The request id identifies it in our logs.');
 }
