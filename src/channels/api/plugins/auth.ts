@@ -3,6 +3,7 @@ import { Problem } from '../../../domain/problems.ts';
 import type { AuthenticatedKey, KeysService } from '../../../services/keys.ts';
 import type { RateLimiter } from '../../../ratelimit/rate-limiter.ts';
 import { sendProblem, UNAUTHORIZED } from '../problem-reply.ts';
+import type { GetBodyJudge } from '../../json-body.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -12,9 +13,10 @@ declare module 'fastify' {
 
 /**
  * Bearer auth, then the key's rate limit, before the body is read: the contract's order is
- * route → 401 → 429 → body → objects. A 401 never touches a quota.
+ * route → 401 → 429 → body → objects. A 401 never touches a quota. A GET's body, which Fastify
+ * does not read, is judged here once the request is admitted (`judgeGetBody`).
  */
-export function installKeyAuth(app: FastifyInstance, deps: { keys: KeysService; rateLimiter: RateLimiter }): void {
+export function installKeyAuth(app: FastifyInstance, deps: { keys: KeysService; rateLimiter: RateLimiter; judgeGetBody: GetBodyJudge }): void {
   app.decorateRequest('apiKey', null);
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     const key = await deps.keys.authenticate(request.headers.authorization);
@@ -36,6 +38,8 @@ export function installKeyAuth(app: FastifyInstance, deps: { keys: KeysService; 
       return sendProblem(request, reply, new Problem('rate_limited',
         `This key allows ${verdict.limit} requests per minute; retry in ${verdict.resetSeconds} s.`));
     }
+    const judging = deps.judgeGetBody(request);
+    if (judging) await judging;
   });
 }
 
