@@ -122,10 +122,13 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     const path = findUnstorableText(request.query) ?? findUnstorableText(request.params) ?? (perEntry ? null : findUnstorableText(request.body));
     if (path !== null) throw Problem.validation([{ path, message: UNSTORABLE_TEXT_RULE }]);
   });
+  // Every answer written out: one hook for all that follows it (each hook costs more than its work).
+  const metrics = installMetrics(app, { awaitingReply: () => runtime.engine.waiting });
   app.addHook('onResponse', async (request, reply) => {
     const socket = request.raw.socket as CountedSocket; // this answer is written out (see MAX_PIPELINED_REQUESTS)
     if (socket[pendingAnswers]) socket[pendingAnswers] -= 1; // (an unroutable URL skips onRequest, not onResponse)
     request.log.info({ ...accessLogFields(request, reply), status: reply.statusCode }, 'request');
+    metrics.observe(request, reply);
   });
 
   await app.register(swagger, {
@@ -163,7 +166,6 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
-  installMetrics(app, { awaitingReply: () => runtime.engine.waiting });
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
     // Both must answer for an API request to be served: the database, and the rate limit store
