@@ -54,7 +54,7 @@ export function clientErrorProblem(this: FastifyInstance, error: NodeJS.ErrnoExc
 
 const noRoute = (request: FastifyRequest) => new Problem('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`);
 
-/** The body problems, whichever check finds them (Fastify's reader, or judgeBodiesOfGets). */
+/** The body problems, whichever check finds them (Fastify's reader, or the API's judge of a GET's body). */
 export const bodyTooLarge = () => new Problem('payload_too_large', 'The body is larger than 1 MiB.');
 export const bodyNotJson = () => new Problem('unsupported_media_type', 'Send the body as application/json.');
 
