@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { Problem } from '../domain/problems.ts';
+import { findUnstorableText, Problem, unstorableTextProblem } from '../domain/problems.ts';
 import { bodyNotJson, bodyTooLarge } from './api/plugins/errors.ts';
 
 /** Fastify's own JSON parser (prototype poisoning removed, as the app is configured). */
@@ -20,14 +20,24 @@ function refusal(headers: IncomingHttpHeaders, body: Buffer): Problem | null {
   return null;
 }
 
-/** The app's parser of `application/json` bodies: Fastify's, after the checks above. */
+/**
+ * The app's parser of `application/json` bodies: Fastify's, after the checks above, and then the
+ * stored-text rule (UNSTORABLE_TEXT_RULE: 422 naming the field). Bulk routes judge their entries'
+ * text one by one instead (one bad entry never fails the others): `config.perEntryTextCheck`.
+ */
 export function installJsonBodyParser(app: FastifyInstance): void {
   const parseJson = jsonParserOf(app);
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     const refused = refusal(request.headers, body as Buffer);
     if (refused) return done(refused, undefined);
-    return parseJson(request, body as unknown as string, done); // secure-json-parse reads a Buffer as UTF-8
+    // secure-json-parse reads a Buffer as UTF-8.
+    return parseJson(request, body as unknown as string, (error, value) => {
+      if (error) return done(error, undefined);
+      const perEntry = (request.routeOptions.config as { perEntryTextCheck?: boolean } | undefined)?.perEntryTextCheck === true;
+      const path = perEntry ? null : findUnstorableText(value);
+      return path === null ? done(null, value) : done(unstorableTextProblem(path), undefined);
+    });
   });
 }
 

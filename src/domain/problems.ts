@@ -88,6 +88,9 @@ export function isUnstorableText(value: string): boolean {
   return value.includes('\u0000') || !value.isWellFormed();
 }
 
+/** The 422 for unstorable text at `path` (see findUnstorableText). */
+export const unstorableTextProblem = (path: string): Problem => Problem.validation([{ path, message: UNSTORABLE_TEXT_RULE }]);
+
 /**
  * Where a parsed JSON body holds unstorable text (see isUnstorableText), in a value or a key, as
  * a dotted path; null when none does. Iterative, so a deeply nested body cannot overflow the stack.

@@ -4,7 +4,7 @@ import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import { randomBase62 } from '../../domain/ids.ts';
-import { Problem } from '../../domain/problems.ts';
+import { findUnstorableText, Problem, unstorableTextProblem } from '../../domain/problems.ts';
 import type { Runtime } from '../../runtime.ts';
 import { WebSessionsService } from '../../services/web-sessions.ts';
 import { errorPage, formValue, PRE_COOKIE, SESSION_COOKIE, cookieOptions, tokensEqual, wantsJson, type WebContext } from './context.ts';
@@ -94,8 +94,11 @@ export function webChannel(runtime: Runtime, options: WebChannelOptions = {}) {
       }
     });
 
+    // The stored-text rule for what the pages read (see setValidatorCompiler in app.ts), then
     // CSRF, second line: every unsafe request carries the session's token (a form field or a header).
     scope.addHook('preHandler', async (request, reply) => {
+      const path = findUnstorableText(request.query) ?? findUnstorableText(request.params) ?? findUnstorableText(request.body);
+      if (path !== null) throw unstorableTextProblem(path);
       if (!UNSAFE_METHODS.has(request.method)) return;
       const sent = formValue(request.body, '_csrf') || String(request.headers['x-csrf-token'] ?? '');
       if (!tokensEqual(sent, request.csrfToken)) {

@@ -256,11 +256,16 @@ test('a long path id reaches auth and then the object check, like any unknown id
 });
 
 test('a NUL character in a query string is a 422 naming the field, never a 500 (PostgreSQL refuses NUL)', async () => {
-  for (const url of [`${API}/actions?session_id=%00`, `${API}/actions?session_id=ses_%00`, `${API}/questions?session_id=a%00b`,
-    `${API}/sessions/ses_abc/messages?after=%00`]) {
+  for (const url of [`${API}/actions?session_id=%00`, `${API}/actions?session_id=ses_%00`,
+    `${API}/sessions/ses_abc/messages?after=%00`, `${API}/sessions/ses_abc/messages?limit=1&after=a%00b`]) {
     const body = assertProblem(await t.inject({ method: 'GET', url, headers: u.auth }), 422, 'validation_failed');
-    assert.match(JSON.stringify(body.errors), /session_id|after/, url);
+    assert.match(JSON.stringify(body.errors), /"path":"(session_id|after)"/, url);
+    assert.match(String(body.detail), /NUL character|surrogate/, url);
   }
   const inPath = await t.inject({ method: 'GET', url: `${API}/sessions/ses_%00/messages`, headers: u.auth });
-  assertProblem(inPath, 422, 'validation_failed');
+  assert.match(JSON.stringify(assertProblem(inPath, 422, 'validation_failed').errors), /"path":"session_id"/);
+  // A parameter no route reads is ignored, NUL or not, like any other unknown one.
+  for (const url of [`${API}/questions?session_id=a%00b`, `${API}/agents?x=%00`]) {
+    assert.equal((await t.inject({ method: 'GET', url, headers: u.auth })).statusCode, 200, url);
+  }
 });

@@ -173,3 +173,15 @@ test('security: the JSON transcript needs a session and the chat post needs the 
   });
   assert.equal(noToken.statusCode, 403);
 });
+
+test('error: text no database stores as sent (NUL) in a form or a query string is a 422 page, and nothing is sent', async () => {
+  const { web, agentId } = await withAgent();
+  await web.get('/chat');
+  const sent = await web.post('/chat', { agent_id: agentId, text: 'a\u0000b' });
+  assert.equal(sent.statusCode, 422);
+  assert.match(sent.body, /NUL character/);
+  const viewed = await web.get('/chat?session=ses_%00');
+  assert.equal(viewed.statusCode, 422);
+  const sessions = await t.runtime.store.db.selectFrom('sessions').select('id').where('agent_id', '=', agentId).execute();
+  assert.deepEqual(sessions, []);
+});
