@@ -10,7 +10,7 @@ import { API_PREFIX, apiChannel } from './channels/api/index.ts';
 import { clientErrorProblem, installErrorHandling } from './channels/api/plugins/errors.ts';
 import { withoutUnreferencedSchemas, withResponseHeaders, type RouteResponseHeaders } from './channels/api/openapi.ts';
 import { webChannel } from './channels/web/index.ts';
-import { findUnstorableText, Problem, UNSTORABLE_TEXT_RULE } from './domain/problems.ts';
+import { findUnstorableText, Problem, unstorableTextProblem } from './domain/problems.ts';
 import { sendProblem } from './channels/api/problem-reply.ts';
 import { accessLogFields } from './observability/access-log.ts';
 import { installMetrics } from './observability/metrics.ts';
@@ -96,7 +96,7 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     if (route.httpPart !== 'querystring' && route.httpPart !== 'params') return validate;
     return (data: unknown) => {
       const path = findUnstorableText(data);
-      return path === null ? validate(data) : { error: [{ instancePath: `/${path}`, message: UNSTORABLE_TEXT_RULE, keyword: 'unstorable', params: {}, schemaPath: '' }] };
+      return path === null ? validate(data) : { error: unstorableTextProblem(path) }; // an Error: Fastify passes it on as it is
     };
   });
   // Response schemas document the API; serialising with JSON.stringify keeps the hot path lean.
