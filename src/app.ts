@@ -140,7 +140,8 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
       info: {
         title: 'agent-channel API',
         version: '1.0.0',
-        description: 'Send messages to AI agents, read transcripts, and settle what they are blocked on. Errors are RFC 9457 problem details.',
+        description: 'Send messages to AI agents, read transcripts, and settle what they are blocked on. Errors are RFC 9457 problem details. '
+          + 'Every GET also answers HEAD (RFC 9110): the same status and headers with no body, counted against the key\'s rate limit like the GET.',
       },
       servers: [{ url: '/' }],
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'ak_<keyId>_<secret>' } } },

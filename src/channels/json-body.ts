@@ -68,7 +68,8 @@ export function getBodyJudge(scope: FastifyInstance): GetBodyJudge {
     // Parsed only to be judged: request.body stays unset.
     await new Promise<void>((resolve, reject) => parseJson(request, body as unknown as string, (error) => (error ? reject(error) : resolve())));
   };
-  return (request) => (request.method === 'GET' && carriesBody(request.headers) ? judge(request) : null);
+  // A HEAD is a GET without the answer's body (RFC 9110): its request's body is judged alike.
+  return (request) => ((request.method === 'GET' || request.method === 'HEAD') && carriesBody(request.headers) ? judge(request) : null);
 }
 
 /** A request's whole body, or a 413 once it is past `limit` bytes (announced or read). */

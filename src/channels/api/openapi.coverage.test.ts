@@ -95,6 +95,26 @@ test('the response headers the server sends are the ones the document names, sta
   check(refused, 'get', '/agents');
 });
 
+test('every operation documents the 500 a fault of ours gives; a 422 only where something is read to be judged', () => {
+  for (const [path, operations] of Object.entries<any>(doc.paths)) {
+    for (const [method, operation] of Object.entries<any>(operations)) {
+      assert.ok(operation.responses['500'], `${method} ${path} documents 500`);
+      const readsInput = method !== 'get' || (operation.parameters ?? []).length > 0;
+      assert.equal(Boolean(operation.responses['422']), readsInput, `${method} ${path}: 422 documented only if it reads a body, query or path`);
+    }
+  }
+});
+
+test('the bounds the server enforces are in the document: text length, the format of after', () => {
+  const text = doc.paths[`${API}/messages`].post.requestBody.content['application/json'].schema.properties.text;
+  assert.deepEqual({ minLength: text.minLength, maxLength: text.maxLength }, { minLength: 1, maxLength: 32_000 });
+  const read = doc.paths[`${API}/sessions/{session_id}/messages`].get;
+  const afterParameter = read.parameters.find((p: any) => p.in === 'query' && p.name === 'after');
+  const pattern = new RegExp(afterParameter.schema.pattern);
+  assert.ok(pattern.test(afterParameter.schema.example));
+  for (const wrong of ['2026-11-22T12:34:56Z', '2026-11-22T12:34:56.789012+00:00', '2026-11-22T12:34:56.7890123Z']) assert.ok(!pattern.test(wrong), wrong);
+});
+
 test('every component schema is one the document refers to', () => {
   const text = JSON.stringify(doc);
   const unreferenced = Object.keys(doc.components.schemas).filter((name) => !text.includes(`"#/components/schemas/${name}"`));

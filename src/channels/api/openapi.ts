@@ -26,6 +26,8 @@ function commonHeaders(status: number): HeaderName[] {
   if (status === 401) return ['X-Request-Id', 'WWW-Authenticate'];
   if (status === 429) return ['X-Request-Id', 'RateLimit-Policy', 'RateLimit', 'Retry-After'];
   if (status === 503) return ['X-Request-Id', 'Retry-After'];
+  // A fault may strike before the rate limit has answered, or after: only the id is certain.
+  if (status === 500) return ['X-Request-Id'];
   return ['X-Request-Id', 'RateLimit-Policy', 'RateLimit'];
 }
 

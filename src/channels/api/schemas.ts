@@ -31,11 +31,14 @@ export const problemResponse = (description: string) => ({
   content: { 'application/problem+json': { schema: ProblemSchema } },
 });
 
-/** The problem responses every authenticated route can give. */
+/**
+ * The problem responses every authenticated route can give. (A 422 is each route's own: only a
+ * route that reads a body, a query parameter or a path id can give one.)
+ */
 export const COMMON_PROBLEMS = {
   401: problemResponse('Missing, malformed, unknown, revoked, expired or inactive key.'),
   429: problemResponse('The key\'s per-minute limit is used up; see Retry-After.'),
-  422: problemResponse('validation_failed: a query parameter is invalid, or holds the NUL character (U+0000) or a lone UTF-16 surrogate.'),
+  500: problemResponse('internal_error: a fault on our side. The body names no cause; its request_id finds the fault in the server\'s log.'),
   503: problemResponse('service_unavailable: the server is shutting down, or the rate limit store cannot be reached (then with Retry-After); send the request again.'),
 } as const;
 

@@ -98,6 +98,31 @@ test('a GET that carries a body has it judged like any other (after auth and the
   assertProblem(await get({ ...one.auth, 'content-type': 'text/plain' }, 'hello'), 429, 'rate_limited');
 });
 
+test('HEAD answers as its GET would, without a body: auth, rate limit and a body sent along judged alike', async () => {
+  const one = await t.user({ rateLimit: 2 });
+  const head = (headers: Record<string, string>, payload?: string) => t.inject({ method: 'HEAD', url: `${API}/agents`, headers, ...(payload === undefined ? {} : { payload }) });
+  const listed = await t.inject({ method: 'GET', url: `${API}/agents`, headers: one.auth });
+  const headed = await head(one.auth);
+  assert.equal(headed.statusCode, 200);
+  assert.equal(headed.body, '');
+  assert.equal(headed.headers['content-type'], listed.headers['content-type']);
+  assert.equal(headed.headers['content-length'], listed.headers['content-length']);
+  assert.equal(headed.headers['ratelimit'], '"key";r=0;t=60', 'it counts against the key like the GET');
+  assert.equal((await head(one.auth)).statusCode, 429);
+  const unauthorized = await head({});
+  assert.equal(unauthorized.statusCode, 401);
+  assert.equal(unauthorized.headers['www-authenticate'], 'Bearer');
+  for (const [headers, payload, status] of [
+    [{ 'content-type': 'application/json' }, '{bad', 400],
+    [{ 'content-type': 'text/plain' }, 'hello', 415],
+    [{ 'content-type': 'application/json' }, '{"anything":1}', 200],
+  ] as const) {
+    const res = await head({ ...u.auth, ...headers }, payload);
+    assert.equal(res.statusCode, status, `${headers['content-type']} ${payload}`);
+    assert.equal(res.body, '');
+  }
+});
+
 test('413 payload_too_large for a body over 1 MiB', async () => {
   const big = JSON.stringify({ agent_name: 'x', padding: 'p'.repeat(1024 * 1024) });
   assertProblem(await postAgents({ 'content-type': 'application/json' }, big), 413, 'payload_too_large');

@@ -31,7 +31,7 @@ export function listActionsRoute(app: ApiApp, ctx: ApiContext): void {
       response: {
         200: z.object({ actions: z.array(ActionSchema) }),
         ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS,
-        422: problemResponse('validation_failed: bad session_id'),
+        422: problemResponse('validation_failed: `session_id` given more than once, or holding the NUL character (U+0000) or a lone UTF-16 surrogate.'),
       },
     },
   }, async (request) => ctx.missions.listActions(callerOf(request).userId, { sessionId: request.query.session_id }));

@@ -8,7 +8,10 @@ import type { RouteResponseHeaders } from '../openapi.ts';
 import { hangUpSignal } from '../../hang-up.ts';
 
 const SendBody = z.object({
-  text: z.string().meta({ description: 'The message, 1–32,000 characters, not blank.', example: 'Summarise my unread email.' }),
+  // Checked by checkMessageText (422 text_empty / text_too_long, codes of their own); the bounds document it.
+  text: z.string().meta({
+    description: 'The message, 1–32,000 characters (Unicode code points), not blank.', example: 'Summarise my unread email.', minLength: 1, maxLength: 32_000,
+  }),
   // No length bound of their own (the body's 1 MiB bounds them): an id that cannot be one is
   // simply not found, as on every other route.
   session_id: z.string().min(1).optional().meta({ description: 'Continue this session (it keeps its agent). An unknown id is 404 session_not_found.' }),

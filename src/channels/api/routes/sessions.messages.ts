@@ -4,7 +4,11 @@ import { callerOf } from '../plugins/auth.ts';
 import { COMMON_PROBLEMS, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 const TranscriptQuery = z.object({
-  after: z.string().max(64).optional().meta({ description: 'A turn ts; only newer turns are returned.', example: '2026-11-22T12:34:56.789012Z' }),
+  // Validated by the transcript (a real date and time, in the one format a ts has); the pattern documents the format.
+  after: z.string().max(64).optional().meta({
+    description: 'A turn `ts` (RFC 3339 UTC with exactly six fractional digits); only newer turns are returned.',
+    example: '2026-11-22T12:34:56.789012Z', pattern: '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{6}Z$',
+  }),
   // Validated as the digits of a query string (no "1e2" or " 5"); documented as what it means.
   limit: z.string().regex(/^\d{1,4}$/, 'must be an integer from 1 to 200').optional()
     .meta({ description: 'Turns per page, 1–200 (default 50).', example: 50, type: 'integer', minimum: 1, maximum: 200, pattern: undefined } as Record<string, unknown>),
@@ -36,7 +40,7 @@ export function readTranscriptRoute(app: ApiApp, ctx: ApiContext): void {
         200: TranscriptSchema,
         ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS,
         404: problemResponse('session_not_found (also for another account\'s session)'),
-        422: problemResponse('validation_failed: bad after or limit'),
+        422: problemResponse('validation_failed: `after` is not a turn ts, `limit` is not an integer from 1 to 200, or a parameter (or the session id) holds the NUL character (U+0000) or a lone UTF-16 surrogate.'),
       },
     },
   }, async (request) => ctx.conversations.transcript(callerOf(request).userId, request.params.session_id, {
