@@ -144,7 +144,7 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
           + 'Every GET also answers HEAD (RFC 9110): the same status and headers with no body, counted against the key\'s rate limit like the GET.',
       },
       servers: [{ url: '/' }],
-      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'ak_<keyId>_<secret>' } } },
+      components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'The whole key, `ak_<keyId>_<secret>`.' } } }, // (markdown: bare <…> would be read as HTML)
       security: [{ bearerAuth: [] }],
     },
     // The document describes the API channel only; the web app's pages are not part of it.

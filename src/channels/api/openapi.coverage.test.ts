@@ -105,6 +105,19 @@ test('every operation documents the 500 a fault of ours gives; a 422 only where 
   }
 });
 
+test('every success response says what it is, and the send example works as it stands (the docs page fills it in)', () => {
+  for (const [path, operations] of Object.entries<any>(doc.paths)) {
+    for (const [method, operation] of Object.entries<any>(operations)) {
+      for (const [status, response] of Object.entries<any>(operation.responses)) {
+        if (Number(status) < 300) assert.ok(response.description && response.description !== 'Default Response', `${method} ${path} ${status}`);
+      }
+    }
+  }
+  const body = doc.paths[`${API}/messages`].post.requestBody.content['application/json'].schema;
+  assert.deepEqual(Object.keys(body.example), ['text'], 'no placeholder session_id or agent_id to send back as a 404');
+  assert.match(doc.components.securitySchemes.bearerAuth.description, /`ak_<keyId>_<secret>`/, 'in a code span: markdown would drop a bare <keyId>');
+});
+
 test('the bounds the server enforces are in the document: text length, the format of after', () => {
   const text = doc.paths[`${API}/messages`].post.requestBody.content['application/json'].schema.properties.text;
   assert.deepEqual({ minLength: text.minLength, maxLength: text.maxLength }, { minLength: 1, maxLength: 32_000 });

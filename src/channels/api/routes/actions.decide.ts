@@ -63,7 +63,7 @@ export function decideActionsRoute(app: ApiApp, ctx: ApiContext): void {
         + 'An entry holding the NUL character (U+0000) or a lone UTF-16 surrogate is `invalid_decision`.',
       body: bulkBody('decisions', DecisionEntryDoc, 'A JSON array of 1–100 decisions, or `{ "decisions": [...] }`.'),
       response: {
-        200: z.object({ results: z.array(DecisionResultSchema) }),
+        200: z.object({ results: z.array(DecisionResultSchema) }).describe('One result per entry, in order; one bad entry never fails the others.'),
         ...COMMON_PROBLEMS,
         ...BODY_PROBLEMS,
         422: problemResponse('validation_failed: the body is not an array (or `{decisions}`) of 1–100 entries'),

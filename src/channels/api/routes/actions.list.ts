@@ -29,7 +29,7 @@ export function listActionsRoute(app: ApiApp, ctx: ApiContext): void {
       description: 'Actions that agents drafted on missions you own and that wait for your decision, oldest first.',
       querystring: ListActionsQuery,
       response: {
-        200: z.object({ actions: z.array(ActionSchema) }),
+        200: z.object({ actions: z.array(ActionSchema) }).describe('The actions awaiting your decision, oldest first.'),
         ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS,
         422: problemResponse('validation_failed: `session_id` given more than once, or holding the NUL character (U+0000) or a lone UTF-16 surrogate.'),
       },

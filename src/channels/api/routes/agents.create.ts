@@ -13,7 +13,7 @@ export function createAgentRoute(app: ApiApp, ctx: ApiContext): void {
       description: 'Checks in order: body (422), workspace (404 workspace_not_found), role (403 forbidden), plan (403 agent_limit_reached).',
       body: CreateAgentSchema,
       response: {
-        201: AgentSchema,
+        201: AgentSchema.describe('The agent, created.'),
         ...COMMON_PROBLEMS,
         ...BODY_PROBLEMS,
         403: problemResponse('forbidden (not owner/admin of the workspace) or agent_limit_reached.'),

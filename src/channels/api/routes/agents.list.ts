@@ -10,7 +10,7 @@ export function listAgentsRoute(app: ApiApp, ctx: ApiContext): void {
       operationId: 'listAgents',
       tags: ['Agents'],
       summary: 'List the agents you can message',
-      response: { 200: z.object({ agents: z.array(AgentSchema) }), ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS },
+      response: { 200: z.object({ agents: z.array(AgentSchema) }).describe('Every agent you can message: those of every workspace you belong to.'), ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS },
     },
   }, async (request) => ({ agents: await ctx.agents.listForUser(callerOf(request).userId) }));
 }

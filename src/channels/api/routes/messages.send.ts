@@ -16,7 +16,8 @@ const SendBody = z.object({
   // simply not found, as on every other route.
   session_id: z.string().min(1).optional().meta({ description: 'Continue this session (it keeps its agent). An unknown id is 404 session_not_found.' }),
   agent_id: z.string().min(1).optional().meta({ description: 'For a new session: the agent to talk to. Optional when you can message only one agent. An unknown id is 404 agent_not_found.' }),
-});
+  // The example is a request that works as it is (the docs page fills it in): a new session with your only agent.
+}).meta({ example: { text: 'Summarise my unread email.' } });
 
 const SendHeaders = z.object({
   'idempotency-key': z.string().min(1).max(255).optional().meta({

@@ -40,7 +40,7 @@ export function answerQuestionsRoute(app: ApiApp, ctx: ApiContext): void {
         + 'holds the NUL character (U+0000) or a lone UTF-16 surrogate. A `request_id` holding one is `not_found`.',
       body: bulkBody('answers', AnswerEntryDoc, 'A JSON array of 1–100 answers, or `{ "answers": [...] }`.'),
       response: {
-        200: z.object({ results: z.array(AnswerResultSchema) }),
+        200: z.object({ results: z.array(AnswerResultSchema) }).describe('One result per entry, in order; one bad entry never fails the others.'),
         ...COMMON_PROBLEMS,
         ...BODY_PROBLEMS,
         422: problemResponse('validation_failed: the body is not an array (or `{answers}`) of 1–100 entries'),

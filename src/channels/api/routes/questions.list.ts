@@ -23,7 +23,7 @@ export function listQuestionsRoute(app: ApiApp, ctx: ApiContext): void {
       summary: 'List open questions for you',
       description: 'Open questions put to you, plus every open question on a mission you own, whoever it was put to; oldest first.',
       response: {
-        200: z.object({ questions: z.array(QuestionSchema) }),
+        200: z.object({ questions: z.array(QuestionSchema) }).describe('The open questions put to you, or on missions you own.'),
         ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS,
       },
     },
