@@ -80,6 +80,19 @@ test('keys create prints the whole key alone on one line; list, revoke, disable 
   assert.match((await ok('keys', 'list', '--email', 'keys@example.test')), new RegExp(`^${limited.keyId}\tci\trevoked\t`, 'm'));
 });
 
+test('--key-id also takes ak_<keyId>, or the whole key, for the same key', async () => {
+  await ok('users', 'create', '--email', 'key-ids@example.test', '--password', 'correct horse');
+  const token = (await ok('keys', 'create', '--email', 'key-ids@example.test', '--label', 'x')).trim();
+  const { keyId } = parseApiKey(token)!;
+  const status = async () => (await ok('keys', 'list', '--email', 'key-ids@example.test')).split('\t')[2];
+  assert.equal(await ok('keys', 'disable', '--key-id', `ak_${keyId}`), '');
+  assert.equal(await status(), 'inactive');
+  assert.equal(await ok('keys', 'enable', '--key-id', token), '');
+  assert.equal(await status(), 'active');
+  assert.equal(await ok('keys', 'revoke', '--email', 'key-ids@example.test', '--key-id', `ak_${keyId}`), '');
+  assert.equal(await status(), 'revoked');
+});
+
 test('keys list keeps one key per line even for a label stored with a tab or line break', async () => {
   await ok('users', 'create', '--email', 'odd-labels@example.test', '--password', 'correct horse');
   const { keyId } = parseApiKey((await ok('keys', 'create', '--email', 'odd-labels@example.test', '--label', 'plain')).trim())!;

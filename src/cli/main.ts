@@ -36,6 +36,38 @@ function optionalInt(flags: Flags, name: string): number | undefined {
 
 class UsageError extends Error {}
 
+/**
+ * A key's id as `keys list` prints it. `ak_<keyId>` and the whole key `ak_<keyId>_<secret>` name
+ * the same key (a key id is base62, never `_`), so either is taken too.
+ */
+function keyIdFlag(flags: Flags): string {
+  const value = required(flags, 'key-id');
+  return /^ak_([A-Za-z0-9]+)(?:_|$)/.exec(value)?.[1] ?? value;
+}
+
+/** Runs a command on one key; a key that is not there is said with where its id can be found. */
+async function onKey(work: () => Promise<unknown>): Promise<void> {
+  try {
+    await work();
+  } catch (error) {
+    if (error instanceof Problem && error.code === 'not_found') {
+      throw new Problem('not_found', 'No such key. --key-id takes the id that `keys list --email E` prints in its first column.');
+    }
+    throw error;
+  }
+}
+
+/** The flag a service's field comes from, for its error messages. */
+const FLAG_OF_FIELD: Record<string, string> = { agent_name: 'name', workspace_id: 'workspace' };
+const flagOf = (field: string): string => `--${FLAG_OF_FIELD[field] ?? field.replaceAll('_', '-')}`;
+
+/** A service's refusal as the CLI's user reads it: fields named by their flags. */
+function describeProblem(problem: Problem): string {
+  const errors = problem.extra.errors as { path: string; message: string }[] | undefined;
+  if (problem.code !== 'validation_failed' || !errors?.length) return problem.message;
+  return errors.map((e) => (e.path ? `${flagOf(e.path)} ${e.message}` : e.message)).join('; ');
+}
+
 const COMMANDS: Record<string, Command> = {
   'users create': async (s, f, out) => {
     const plan = f.plan ?? 'free';
@@ -65,13 +97,13 @@ const COMMANDS: Record<string, Command> = {
   },
   'keys revoke': async (s, f) => {
     const user = await s.accounts.requireByEmail(required(f, 'email'));
-    await s.keys.revoke(user.id, required(f, 'key-id'));
+    await onKey(() => s.keys.revoke(user.id, keyIdFlag(f)));
   },
   'keys disable': async (s, f) => {
-    await s.keys.setEnabled(required(f, 'key-id'), false);
+    await onKey(() => s.keys.setEnabled(keyIdFlag(f), false));
   },
   'keys enable': async (s, f) => {
-    await s.keys.setEnabled(required(f, 'key-id'), true);
+    await onKey(() => s.keys.setEnabled(keyIdFlag(f), true));
   },
   'workspaces add-member': async (s, f) => {
     const role = required(f, 'role');
@@ -127,7 +159,7 @@ export async function run(argv: string[]): Promise<number> {
       return 2;
     }
     if (error instanceof Problem) {
-      process.stderr.write(`error: ${error.message}\n`);
+      process.stderr.write(`error: ${describeProblem(error)}\n`);
       return 1;
     }
     process.stderr.write(`error: ${(error as Error).message}\n`);

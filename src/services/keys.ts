@@ -18,9 +18,10 @@ export interface KeysDeps {
 
 export function createKeyInputSchema(maxRateLimit: number) {
   return z.object({
-    label: z.string().trim().min(1, 'is required').max(100).regex(/^\P{Cc}*$/u, 'must not contain control characters such as tabs or line breaks'),
-    rate_limit: z.number().int().min(1).max(maxRateLimit).optional(),
-    expires_in_days: z.number().int().min(1).max(3650).optional(),
+    label: z.string().trim().min(1, 'is required').max(100, 'must be at most 100 characters').regex(/^\P{Cc}*$/u, 'must not contain control characters such as tabs or line breaks'),
+    rate_limit: z.number().int('must be a whole number').min(1, `must be from 1 to ${maxRateLimit} requests a minute`)
+      .max(maxRateLimit, `must be from 1 to ${maxRateLimit} requests a minute`).optional(),
+    expires_in_days: z.number().int('must be a whole number').min(1, 'must be from 1 to 3650 days').max(3650, 'must be from 1 to 3650 days').optional(),
   });
 }
 
