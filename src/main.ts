@@ -26,6 +26,11 @@ export async function serve(): Promise<void> {
   // same file, or on a taken port) fails before it accepts a request or its engine would take up
   // (on SQLite: requeue) the work the running one is doing.
   runtime.store.claimForServer();
-  await server.listen({ port: config.port, host: config.host });
+  try {
+    await server.listen({ port: config.port, host: config.host });
+  } catch (error) {
+    // "getaddrinfo ENOTFOUND x" or "EADDRINUSE" alone does not say which setting to change.
+    throw new Error(`cannot listen on HOST ${config.host}, PORT ${config.port}: ${(error as Error).message}`, { cause: error });
+  }
   await runtime.startEngine();
 }

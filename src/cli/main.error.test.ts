@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { after, before, test } from 'node:test';
 import { runCli } from '../testing/cli.ts';
@@ -53,7 +54,14 @@ test('a second agent on the free plan is refused with the plan\'s reason', async
 });
 
 test('a setting or a database that cannot work stops serve and the CLI with one line saying why, exit 1, no stack', async () => {
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  const takenPort = (taken.address() as AddressInfo).port;
+  after(() => taken.close());
   for (const [extra, args, why] of [
+    [{ HOST: '127.0.0.1', PORT: String(takenPort) }, ['serve'], new RegExp(`^agent-channel: cannot listen on HOST 127\\.0\\.0\\.1, PORT ${takenPort}: .*EADDRINUSE`)],
+    [{ DATABASE_URL: 'postgres://127.0.0.1:1/test?schema=Bad-Name' }, ['keys', 'list', '--email', 'x@example.test'],
+      /^agent-channel: DATABASE_URL's \?schema= must be 1–63 lowercase letters, digits and underscores, not starting with a digit \(got "Bad-Name"\)$/],
     [{ PORT: '1e3' }, ['serve'], /^agent-channel: PORT must be an integer between 0 and 65535 \(got "1e3"\)$/],
     [{ LOG_LEVEL: 'verbose' }, ['serve'], /^agent-channel: LOG_LEVEL must be one of/],
     [{ DATABASE_URL: `sqlite:${tmpdir()}` }, ['users', 'create', '--email', 'x@example.test', '--password', 'correct horse'],

@@ -132,7 +132,9 @@ export function splitSchemaParam(url: string): { url: string; schema: string | n
 async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<Store> {
   const { url, schema: schemaParam } = splitSchemaParam(rawUrl);
   const schema = options.pgSchema ?? schemaParam;
-  if (schema !== null && !/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error('invalid schema name');
+  if (schema !== null && !/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
+    throw new Error(`DATABASE_URL's ?schema= must be 1–63 lowercase letters, digits and underscores, not starting with a digit (got ${JSON.stringify(schema.slice(0, 80))})`);
+  }
   if (schema) {
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
