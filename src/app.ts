@@ -108,7 +108,15 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   // connection is refused at once, and its connection closed: the client retries elsewhere or
   // after the restart. (Idle connections are closed; requests already under way finish.)
   let closing = false;
-  app.addHook('preClose', (done) => { closing = true; done(); });
+  app.addHook('preClose', (done) => {
+    closing = true;
+    // Node closes the connections idle when closing starts; one whose request is still being
+    // answered would stay open after its answer until the keep-alive timeout (72 s), holding the
+    // exit that long. So idle connections are closed again as answers go out, until none is left.
+    const closeIdle = setInterval(() => app.server.closeIdleConnections(), 100).unref();
+    app.server.once('close', () => clearInterval(closeIdle));
+    done();
+  });
   app.addHook('onRequest', async (request, reply) => {
     const socket = request.raw.socket as CountedSocket;
     const pending = (socket[pendingAnswers] ?? 0) + 1;

@@ -53,3 +53,31 @@ test('SIGTERM: a request arriving on an open connection gets a 503 problem and t
   assert.equal(problem.code, 'service_unavailable');
   assert.equal(problem.status, 503);
 });
+
+test('SIGTERM: a kept-alive connection whose request was under way is closed once answered, so the exit does not wait for its keep-alive timeout', { timeout: 60_000 }, async () => {
+  const server = await startServerProcess({ ...databaseEnv(database), SHUTDOWN_GRACE_MS: '5000' });
+  const { port } = new URL(server.url);
+  const socket = connect(Number(port), '127.0.0.1');
+  let received = '';
+  socket.setEncoding('utf8').on('data', (chunk: string) => { received += chunk; });
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  const exited = new Promise<void>((resolve) => server.child.once('exit', () => resolve()));
+  try {
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    const body = JSON.stringify({ text: '!sleep 800 kept alive', agent_id: agentId });
+    socket.write(`POST ${API}/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n`
+      + `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    await new Promise((resolve) => setTimeout(resolve, 300)); // the turn is under way
+    const signalled = Date.now();
+    server.child.kill('SIGTERM');
+    // The client sends nothing more and keeps the connection open: only the server can end it.
+    await closed;
+    await exited;
+    const tookMs = Date.now() - signalled;
+    assert.match(received, /^HTTP\/1\.1 200 [\s\S]*"reply":"You said: kept alive"/, received);
+    assert.ok(tookMs < 10_000, `the server exited ${tookMs} ms after SIGTERM (its keep-alive timeout is 72 s)`);
+  } finally {
+    socket.destroy();
+    await server.kill('SIGKILL');
+  }
+});
