@@ -64,9 +64,9 @@ const insertJobRow = prepared((db, agentId: string, sessionId: string, userId: s
  * Inserts a job at the end of its agent's line: already running under `claim` when the agent
  * has fewer than `claim.perAgent` jobs open, else queued. The caller holds the agent's line
  * (lockAgentLine) and, when the job comes back running, starts it once the transaction commits.
+ * `now` is the store's clock (its lease is compared by other instances).
  */
-export async function insertJob(trx: Transaction<DB>, job: NewJob, claim: { owner: string; leaseMs: number; perAgent: number } | null): Promise<Job> {
-  const now = Date.now();
+export async function insertJob(trx: Transaction<DB>, job: NewJob, claim: { owner: string; leaseMs: number; perAgent: number } | null, now: number): Promise<Job> {
   const [row] = await insertJobRow(trx, job.agentId, job.sessionId, job.userId, job.kind, JSON.stringify(job.payload),
     job.userTurnId ?? null, claim?.perAgent ?? 0, claim?.owner ?? '', new Date(now + (claim?.leaseMs ?? 0)).toISOString(), new Date(now).toISOString());
   return normalize(row!);
@@ -75,13 +75,13 @@ export async function insertJob(trx: Transaction<DB>, job: NewJob, claim: { owne
 /** Enqueues a job for whichever runner gets to it, and tells the runners at commit; returns its id. */
 export async function enqueueJob(trx: Transaction<DB>, store: QueueStore, stage: Stage, job: NewJob): Promise<number> {
   await lockAgentLine(trx, store, job.agentId);
-  const { id } = await insertJob(trx, job, null);
+  const { id } = await insertJob(trx, job, null, store.clock.now());
   await stage({ type: 'job_enqueued', agentId: job.agentId });
   return id;
 }
 
 /** What the queue needs to know of the store it runs on. */
-export type QueueStore = Pick<Store, 'dialect' | 'pgSchema'>;
+export type QueueStore = Pick<Store, 'dialect' | 'pgSchema' | 'clock'>;
 
 /**
  * Holds the agent's line for the rest of the transaction, before a job joins it. On PostgreSQL
@@ -198,7 +198,7 @@ export async function claimInTransaction(
   owner: string, leaseMs: number, perAgent: number,
 ): Promise<Job | null> {
   if (store.dialect === 'postgres' && !(await tryLockAgentLine(trx, store, candidate.agent_id))) return null;
-  const now = new Date();
+  const now = new Date(store.clock.now());
   const job = await trx.updateTable('jobs').set((eb) => ({
     status: 'running',
     lease_owner: owner,
@@ -210,20 +210,23 @@ export async function claimInTransaction(
   return job ? normalize(job) : null;
 }
 
-/** Extends the leases of the jobs this runner holds; returns how many it still holds. */
-export async function renewLeases(db: Kysely<DB>, owner: string, ids: number[], leaseMs: number): Promise<number> {
+/** Extends the leases of the jobs this runner holds; returns how many it still holds. `now` is the store's clock. */
+export async function renewLeases(db: Kysely<DB>, owner: string, ids: number[], leaseMs: number, now: number): Promise<number> {
   if (ids.length === 0) return 0;
-  const result = await db.updateTable('jobs').set({ lease_expires_at: new Date(Date.now() + leaseMs).toISOString() })
+  const result = await db.updateTable('jobs').set({ lease_expires_at: new Date(now + leaseMs).toISOString() })
     .where('id', 'in', ids).where('lease_owner', '=', owner).where(isRunning).executeTakeFirst();
   return Number(result.numUpdatedRows);
 }
 
-/** Puts running jobs whose lease ran out (their runner died) back in line, in their old place; returns their agents. */
+/**
+ * Puts running jobs whose lease ran out (their runner died) back in line, in their old place;
+ * returns their agents. `now` is the store's clock, the one every runner writes its leases by.
+ */
 // isOpen as well as isRunning in the two below, though implied: SQLite uses the partial index of
 // open jobs only when the query repeats its condition (without it, every job ever run was read).
-export async function requeueExpired(db: Kysely<DB>): Promise<string[]> {
+export async function requeueExpired(db: Kysely<DB>, now: number): Promise<string[]> {
   const rows = await db.updateTable('jobs').set({ status: 'queued', lease_owner: null, lease_expires_at: null })
-    .where(isOpen).where(isRunning).where('lease_expires_at', '<', new Date().toISOString()).returning('agent_id').execute();
+    .where(isOpen).where(isRunning).where('lease_expires_at', '<', new Date(now).toISOString()).returning('agent_id').execute();
   return [...new Set(rows.map((row) => row.agent_id))];
 }
 
@@ -248,9 +251,9 @@ const finishJobRow = prepared((db, id: number, owner: string, status: Extract<Jo
 
 /** Marks a job finished if this runner still holds it; false means the lease was lost. */
 export async function finishJob(
-  trx: Transaction<DB>, id: number, owner: string, status: Extract<JobStatus, 'done' | 'failed'>, replyTurnId: number | null,
+  trx: Transaction<DB>, id: number, owner: string, status: Extract<JobStatus, 'done' | 'failed'>, replyTurnId: number | null, now: number,
 ): Promise<boolean> {
-  return (await finishJobRow.affected(trx, id, owner, status, replyTurnId, new Date().toISOString())) === 1;
+  return (await finishJobRow.affected(trx, id, owner, status, replyTurnId, new Date(now).toISOString())) === 1;
 }
 
 const jobById = prepared((db, id: number) => db.selectFrom('jobs').select(JOB_COLUMNS).where('id', '=', id));

@@ -121,6 +121,11 @@ export class TurnEngine {
   }
 
 
+  /** The time leases are written and compared by: the store's, which every instance shares. */
+  private now(): number {
+    return this.options.store.clock.now();
+  }
+
   setHandler(handler: JobHandler): void {
     this.handler = handler;
   }
@@ -150,17 +155,17 @@ export class TurnEngine {
     // One SQLite file has one server: anything "running" there was cut off by a crash.
     // On PostgreSQL other instances may be alive, so only expired leases are taken over.
     if (dialect === 'sqlite') await requeueAllRunning(db);
-    else await requeueExpired(db);
+    else await requeueExpired(db, this.now());
     const every = (ms: number, fn: () => Promise<unknown>) => {
       const timer = setInterval(() => fn().catch((e) => this.options.onError?.(e, 'engine timer')), ms);
       timer.unref();
       this.timers.push(timer);
     };
-    every(Math.max(200, Math.floor(this.options.leaseMs / 3)), () => renewLeases(db, this.options.instanceId, [...this.active.keys()], this.options.leaseMs));
+    every(Math.max(200, Math.floor(this.options.leaseMs / 3)), () => renewLeases(db, this.options.instanceId, [...this.active.keys()], this.options.leaseMs, this.now()));
     every(Math.max(200, Math.floor(this.options.leaseMs / 2)), async () => {
       // Announced like new work, so that every instance (not only this one) looks for it.
       await this.transact(async (trx, stage) => {
-        for (const agentId of await requeueExpired(trx)) await stage({ type: 'job_enqueued', agentId });
+        for (const agentId of await requeueExpired(trx, this.now())) await stage({ type: 'job_enqueued', agentId });
       });
     });
     every(this.options.pollMs, async () => this.kick());
@@ -353,7 +358,7 @@ export class TurnEngine {
       this.reserved++; // held from here, so concurrent enqueues never promise the same slot twice
       reservedHere = true;
     }
-    const row = await insertJob(trx, job, reservedHere ? { owner: this.options.instanceId, leaseMs: this.options.leaseMs, perAgent: this.options.perAgent } : null);
+    const row = await insertJob(trx, job, reservedHere ? { owner: this.options.instanceId, leaseMs: this.options.leaseMs, perAgent: this.options.perAgent } : null, this.now());
     const claim = row.status === 'running';
     if (reservedHere && !claim) {
       this.reserved--;
@@ -494,12 +499,13 @@ export class TurnEngine {
   private finish(job: Job, finisher: Finisher) {
     return this.transact(async (trx, stage, hooks) => {
       const outcome = await finisher(trx, stage);
-      const held = await finishJob(trx, job.id, this.options.instanceId, outcome.status, outcome.replyTurnId);
+      const finishedAt = this.now();
+      const held = await finishJob(trx, job.id, this.options.instanceId, outcome.status, outcome.replyTurnId, finishedAt);
       if (!held) throw new LeaseLost();
       await stage({ type: 'job_done', jobId: job.id });
       // Waiters on this instance get the outcome at once (no re-read); others re-read it.
       hooks.afterCommit(() => this.wakeWaiters(job.id, {
-        job: { ...job, status: outcome.status, reply_turn_id: outcome.replyTurnId, lease_owner: null, lease_expires_at: null, finished_at: new Date().toISOString() },
+        job: { ...job, status: outcome.status, reply_turn_id: outcome.replyTurnId, lease_owner: null, lease_expires_at: null, finished_at: new Date(finishedAt).toISOString() },
         ...(outcome.reply ? { reply: outcome.reply } : {}),
       }));
       return outcome;

@@ -146,14 +146,16 @@ export class ConversationsService {
     const bodyHash = sha256(JSON.stringify([text, inbound.sessionId ?? null, inbound.agentId ?? null]));
     // Forget the key once it expired, or when its first request never got accepted (its process
     // died between taking the key and accepting): accepting takes milliseconds, not half a minute.
-    const expired = new Date(Date.now() - this.deps.idempotencyTtlMs).toISOString();
-    const abandoned = new Date(Date.now() - (this.deps.pendingAbandonedAfterMs ?? DEFAULT_PENDING_ABANDONED_AFTER_MS)).toISOString();
+    // By the store's clock: another instance wrote the records this compares with.
+    const now = this.deps.store.clock.now();
+    const expired = new Date(now - this.deps.idempotencyTtlMs).toISOString();
+    const abandoned = new Date(now - (this.deps.pendingAbandonedAfterMs ?? DEFAULT_PENDING_ABANDONED_AFTER_MS)).toISOString();
     await db.deleteFrom('idempotency_keys').where('user_id', '=', inbound.userId).where('key', '=', key)
       .where((eb) => eb.or([eb('created_at', '<', expired), eb.and([eb('state', '=', 'pending'), eb('created_at', '<', abandoned)])]))
       .execute();
     // Our pending record is known by its created_at: a retry after pendingAbandonedAfterMs
     // may have replaced it, and then this request must neither accept nor free the key.
-    const pendingSince = new Date().toISOString();
+    const pendingSince = new Date(now).toISOString();
     try {
       await db.insertInto('idempotency_keys').values({
         user_id: inbound.userId, key, body_hash: bodyHash, state: 'pending', session_id: null, job_id: null, created_at: pendingSince,
@@ -230,7 +232,7 @@ export class ConversationsService {
           // Claim (user, target, text) for the window. A request with an Idempotency-Key is never a
           // duplicate itself (the key alone decides) but still claims, so a plain resend of the same
           // text within the window is recognised as one.
-          const now = new Date();
+          const now = new Date(store.clock.now()); // the claims it is compared with may be other instances'
           const targetKey = target.session ? target.session.id : `agent:${target.agentId}`;
           const textHash = sha256(text);
           const replaceIfBefore = idempotency === null

@@ -26,7 +26,8 @@ export class Housekeeping {
     this.timer = null;
   }
 
-  async runOnce(now = Date.now()): Promise<{ idempotencyKeys: number; recentMessages: number; rateLimitRows: number } & Awaited<ReturnType<MissionsService['sweep']>>> {
+  /** `now` by the store's clock, which the records' times were written by, whichever instance wrote them. */
+  async runOnce(now = this.deps.store.clock.now()): Promise<{ idempotencyKeys: number; recentMessages: number; rateLimitRows: number } & Awaited<ReturnType<MissionsService['sweep']>>> {
     const { db } = this.deps.store;
     const keys = await db.deleteFrom('idempotency_keys')
       .where('created_at', '<', new Date(now - this.deps.idempotencyTtlMs).toISOString()).executeTakeFirst();

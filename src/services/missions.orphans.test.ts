@@ -144,7 +144,7 @@ test('a mission closed while its continuation runs stays closed when the continu
     assert.equal(await app.runtime.services.missions.closeOrphanedMissions(), 1);
     await db.transaction().execute(async (trx) => {
       const outcome = await finisher(trx, async () => {});
-      assert.equal(await finishJob(trx, claimed.id, 'by-hand', outcome.status, outcome.replyTurnId), true);
+      assert.equal(await finishJob(trx, claimed.id, 'by-hand', outcome.status, outcome.replyTurnId, app.runtime.store.clock.now()), true);
     });
     assert.equal((await actionState(app, drafted.operationId)).mission, 'closed');
   });

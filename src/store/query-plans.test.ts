@@ -50,7 +50,7 @@ test('the statements of background work (requeues, housekeeping, the missions sw
   assert.equal((await answerOne(t, owner, asked.requestId, 'an answer')).accepted, true);
   await queueDrained(t);
   const { db } = t.runtime.store;
-  await requeueExpired(db);
+  await requeueExpired(db, t.runtime.store.clock.now());
   await requeueAllRunning(db);
   await t.runtime.services.housekeeping.runOnce();
 

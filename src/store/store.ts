@@ -7,6 +7,7 @@ import type { DB } from './schema.ts';
 import { openNodeSqlite, type SqliteSynchronous } from './node-sqlite-adapter.ts';
 import { CurrentSchemaPostgresDialect, NamedStatementClient } from './postgres-dialect.ts';
 import { runPreparedDirectly } from './prepared.ts';
+import { DatabaseAnchoredClock, systemClock, type SharedClock } from './shared-clock.ts';
 import { SqliteCheckpointer } from './sqlite-checkpointer.ts';
 import { SqliteServerLock } from './sqlite-server-lock.ts';
 import * as m001 from './migrations/001_initial.ts';
@@ -34,6 +35,8 @@ export interface Store {
    * there nothing is cached.
    */
   readonly accountGeneration: (() => number) | null;
+  /** The time every instance on this store agrees on (see SharedClock): for leases and windows that instances compare. */
+  readonly clock: SharedClock;
   /** SQLite only: copies the write-ahead log into the database off the event loop (the server does; the CLI does not). */
   startBackgroundCheckpoints(onError?: (error: unknown) => void): void;
   /**
@@ -54,7 +57,12 @@ export interface OpenStoreOptions {
   pgPoolSize?: number;
   /** SQLite: when commits are synced to disk (see SqliteSynchronous); `full` unless set. */
   sqliteSynchronous?: SqliteSynchronous;
+  /** PostgreSQL: this machine's clock, which the shared clock corrects (tests give one that is off). */
+  systemNow?: () => number;
 }
+
+/** How often an instance on PostgreSQL measures its clock's offset from the database server's again. */
+const CLOCK_SYNC_EVERY_MS = 30_000;
 
 // bigint columns (ids of turns and jobs) come back as numbers; they stay far below 2^53.
 const pgTypes = {
@@ -97,6 +105,7 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined): St
   return {
     db,
     dialect: 'sqlite',
+    clock: systemClock,
     pgPool: null,
     pgSchema: null,
     accountGeneration: database.accountGeneration,
@@ -157,9 +166,21 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
   // statement under way or the next one fails instead, and the pool discards the client.
   pool.on('connect', (client) => { client.on('error', () => {}); });
   const db = new Kysely<DB>({ dialect: new CurrentSchemaPostgresDialect({ pool }) });
+  const clock = new DatabaseAnchoredClock(async () => {
+    const { rows } = await sql<{ ms: number }>`select extract(epoch from clock_timestamp())::float8 * 1000 as ms`.execute(db);
+    return rows[0]!.ms;
+  }, options.systemNow);
+  try {
+    await clock.sync();
+  } catch (error) {
+    await db.destroy();
+    throw error;
+  }
+  const clockSync = setInterval(() => clock.sync().catch(() => {}), CLOCK_SYNC_EVERY_MS).unref(); // a failed measure keeps the last offset
   return {
     db,
     dialect: 'postgres',
+    clock,
     pgPool: pool,
     pgSchema: schema,
     accountGeneration: null,
@@ -168,7 +189,10 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
     ping: async () => {
       await sql`select 1`.execute(db);
     },
-    close: () => db.destroy(),
+    close: () => {
+      clearInterval(clockSync);
+      return db.destroy();
+    },
   };
 }
 
