@@ -54,10 +54,10 @@ export function secretMatches(secret: string, storedDigest: Buffer | null): bool
 
 export type KeyStatus = 'active' | 'inactive' | 'revoked' | 'expired';
 
-/** What a stored key is right now: expiry is derived from the clock, never stored. */
+/** What a stored key is at `now` (the store's shared clock): expiry is derived, never stored. */
 export function effectiveKeyStatus(
   key: { status: 'active' | 'inactive' | 'revoked'; expires_at: string | null },
-  now: Date = new Date(),
+  now: Date,
 ): KeyStatus {
   if (key.status === 'revoked') return 'revoked';
   if (key.expires_at && Date.parse(key.expires_at) <= now.getTime()) return 'expired';

@@ -70,7 +70,7 @@ export class KeysService {
   async create(userId: string, input: CreateKeyInput): Promise<{ key: KeyView; token: string }> {
     const parsed = parseOrThrow(createKeyInputSchema(this.deps.maxRateLimitPerMinute), input);
     const { keyId, secret, token } = generateApiKey();
-    const now = new Date();
+    const now = new Date(this.deps.store.clock.now()); // its expiry is judged by every instance
     const row = {
       id: keyId,
       user_id: userId,
@@ -134,7 +134,7 @@ export class KeysService {
     return this.deps.store.db.transaction().execute(async (trx) => {
       const key = await trx.selectFrom('api_keys').select(['id', 'status', 'expires_at']).where('id', '=', keyId).executeTakeFirst();
       if (!key) throw new Problem('not_found', 'No such key.');
-      const current = effectiveKeyStatus(key);
+      const current = effectiveKeyStatus(key, this.sharedNow());
       // Contract §7: a revoked or expired key stays so; the command succeeds and changes nothing.
       if (current === 'revoked' || current === 'expired') return current;
       const next = enabled ? 'active' : 'inactive';
@@ -158,7 +158,7 @@ export class KeysService {
     if (!parsed) return null;
     const key = await this.authRows.get(parsed.keyId, async () => (await findKeyForAuth(this.deps.store.db, parsed.keyId))[0]);
     const matches = secretMatches(parsed.secret, key ? Buffer.from(key.secret_hash) : null);
-    if (!key || !matches || effectiveKeyStatus(key) !== 'active') return null;
+    if (!key || !matches || effectiveKeyStatus(key, this.sharedNow()) !== 'active') return null;
     this.noteUsed(key.id);
     return { keyId: key.id, userId: key.user_id, rateLimit: this.effectiveLimit(key.rate_limit) };
   }
@@ -169,6 +169,11 @@ export class KeysService {
    */
   private effectiveLimit(stored: number): number {
     return Math.min(stored, this.deps.maxRateLimitPerMinute);
+  }
+
+  /** Now, as every instance on the store tells it: a key expires at the same moment everywhere. */
+  private sharedNow(): Date {
+    return new Date(this.deps.store.clock.now());
   }
 
   /** Writes last_used_at at most about once a minute per key, off the request's path. */
@@ -195,7 +200,7 @@ export class KeysService {
     return {
       key_id: row.id,
       label: row.label,
-      status: effectiveKeyStatus(row),
+      status: effectiveKeyStatus(row, this.sharedNow()),
       rate_limit: this.effectiveLimit(row.rate_limit),
       created_at: row.created_at,
       last_used_at: row.last_used_at,

@@ -57,7 +57,7 @@ export class WebSessionsService {
   }
 
   /** A new session for the user; returns the cookie token (shown to nobody else). */
-  async create(userId: string, now = new Date()): Promise<{ token: string; csrfToken: string }> {
+  async create(userId: string, now = new Date(this.deps.store.clock.now())): Promise<{ token: string; csrfToken: string }> {
     const token = randomBase62(43); // ~256 bits
     const csrfToken = randomBase62(32);
     const at = now.toISOString();
@@ -76,7 +76,7 @@ export class WebSessionsService {
    * The live session for a cookie token, or null (unknown, idle too long, or past its end;
    * an expired row is deleted on sight). Refreshes last_seen_at about once a minute.
    */
-  async resolve(token: string | undefined, now = new Date()): Promise<WebSession | null> {
+  async resolve(token: string | undefined, now = new Date(this.deps.store.clock.now())): Promise<WebSession | null> {
     if (!token || token.length > 128 || !/^[A-Za-z0-9]+$/.test(token)) return null;
     const id = sessionDigest(token);
     const row = await this.deps.store.db.selectFrom('web_sessions')
@@ -101,7 +101,7 @@ export class WebSessionsService {
   }
 
   /** Removes sessions that are over (idle or past their end); returns how many. */
-  async sweep(now = new Date()): Promise<number> {
+  async sweep(now = new Date(this.deps.store.clock.now())): Promise<number> {
     const idleBefore = new Date(now.getTime() - this.idleMs).toISOString();
     const result = await this.deps.store.db.deleteFrom('web_sessions')
       .where((eb) => eb.or([eb('last_seen_at', '<', idleBefore), eb('expires_at', '<=', now.toISOString())]))
