@@ -117,7 +117,7 @@ describe('SIGKILL one of two instances: the other takes its turns over', { skip:
       let pages: any[];
       for (;;) {
         const jobs = await jobsOf(store);
-        const answeredAt = new Date().toISOString();
+        const answeredAt = new Date(store.clock.now()).toISOString(); // the clock leases are written by
         for (const job of jobs) {
           const expiry = expiryOfA.get(Number(job.id));
           if (expiry === undefined) continue;

@@ -87,6 +87,17 @@ describe('turn engine: one agent, one turn at a time, FIFO', () => {
   });
 });
 
+/**
+ * Did `later` start once `earlier` had finished? Each instance writes these times by its own
+ * reading of the database's clock (see SharedClock), and two readings agree only to within the
+ * round trips they were measured over: so to within the two instances' disagreement, and the
+ * millisecond the stored times are cut to.
+ */
+function startedAfter(later: { started_at: string | null }, earlier: { finished_at: string | null }, a: TestApp, b: TestApp): boolean {
+  const disagreementMs = Math.abs(a.runtime.store.clock.now() - b.runtime.store.clock.now()) + 1;
+  return Date.parse(later.started_at!) >= Date.parse(earlier.finished_at!) - disagreementMs;
+}
+
 describe('turn engine on PostgreSQL: several instances share one queue', { skip: TEST_DB !== 'postgres' && 'PostgreSQL pass only' }, () => {
   test('two instances: FIFO per agent holds, each turn runs once, and a waiter on one instance is woken by the other', async () => {
     const database = await freshDatabase();
@@ -108,7 +119,7 @@ describe('turn engine on PostgreSQL: several instances share one queue', { skip:
         // drawn, so order by start: no two turns of one agent ever overlap.
         const jobs = await a.runtime.store.db.selectFrom('jobs').selectAll().where('agent_id', '=', agentId).orderBy('started_at').execute();
         assert.equal(jobs.length, 6);
-        for (let i = 1; i < jobs.length; i++) assert.ok(jobs[i]!.started_at! >= jobs[i - 1]!.finished_at!, 'one at a time per agent');
+        for (let i = 1; i < jobs.length; i++) assert.ok(startedAfter(jobs[i]!, jobs[i - 1]!, a, b), 'one at a time per agent');
         for (const job of jobs) assert.equal(job.attempts, 1, 'claimed exactly once');
       }
       const turns = await a.runtime.store.db.selectFrom('turns').select(['job_id']).where('role', '=', 'agent').execute();
@@ -135,7 +146,7 @@ describe('turn engine on PostgreSQL: several instances share one queue', { skip:
       const jobs = await a.runtime.store.db.selectFrom('jobs').select(['id', 'started_at', 'finished_at']).where('agent_id', '=', u.agentId).orderBy('id').execute();
       assert.equal(jobs.length, 40);
       for (let i = 1; i < jobs.length; i++) {
-        assert.ok(jobs[i]!.started_at! >= jobs[i - 1]!.finished_at!, `job ${jobs[i]!.id} started before job ${jobs[i - 1]!.id} had finished`);
+        assert.ok(startedAfter(jobs[i]!, jobs[i - 1]!, a, b), `job ${jobs[i]!.id} started before job ${jobs[i - 1]!.id} had finished`);
       }
     } finally {
       await a.close();
