@@ -399,6 +399,7 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   assert.equal(await page.getByRole('link', { name: 'Earlier conversations' }).isVisible(), false);
   assert.equal(await page.locator('[data-chat-badge] .badge').textContent(), 'idle');
   assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Chat with Report bot');
+  assert.equal(await page.getByText('Ctrl+Enter sends').isVisible(), true, 'with the script running, the shortcut is offered');
 
   // A slow reply shows that the agent is working on it.
   await page.getByLabel('Message').fill('!sleep 2000 that took a while');
@@ -485,6 +486,7 @@ test('the pages work without JavaScript (forms post, the chat page refreshes its
     // The post waits up to the ceiling (5 s here), then the page shows the turn running and refreshes itself.
     await page.getByText('The agent is working on it').waitFor({ timeout: 20_000 });
     await page.getByText('You said: patience').waitFor({ timeout: 20_000 });
+    assert.equal(await page.getByText('Ctrl+Enter sends').isVisible(), false, 'no script, no shortcut to offer');
   } finally {
     await ctx.close();
     rmSync(dir, { recursive: true, force: true });

@@ -173,6 +173,8 @@ document.addEventListener('click', async (event) => {
   textarea.addEventListener('keydown', (event) => {
     if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) form.requestSubmit();
   });
+  // The hint is true only with this script running.
+  for (const hint of form.querySelectorAll('[data-js-hint]')) hint.hidden = false;
 
   if (log) log.scrollTop = log.scrollHeight;
   if (sessionId && root.getAttribute('data-status') !== 'idle') poll();

@@ -138,7 +138,7 @@ function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
             <textarea id="chat-text" name="text" rows="3" required data-max-chars="${TEXT_MAX_LENGTH}" aria-describedby="chat-text-hint" placeholder="Write a message…">${state.text ?? ''}</textarea>
             <p class="hint" id="chat-text-hint">Up to ${TEXT_MAX_LENGTH.toLocaleString('en')} characters.</p>
           </div>
-          <div class="form-actions"><button type="submit" class="btn">Send</button> <span class="muted small">Ctrl+Enter sends</span></div>
+          <div class="form-actions"><button type="submit" class="btn">Send</button> <span class="muted small" data-js-hint hidden>Ctrl+Enter sends</span></div>
         </form>
       </section>`;
   }

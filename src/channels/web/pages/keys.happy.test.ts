@@ -119,6 +119,9 @@ test('every key status shows: active, inactive, expired, revoked; and when a key
   const shown = `${lastUsed.replace('T', ' ').slice(0, 16)}\u00a0UTC`;
   assert.match(row(used.key.key_id), new RegExp(`<td data-label="Last used"><time datetime="${lastUsed}">${shown}</time></td>`));
   assert.match(row(inactive.key_id), /<td data-label="Last used"><span class="muted">never<\/span><\/td>/);
+  assert.match(page.body, /data-inactive-note>An <strong>inactive<\/strong> key was disabled by an operator/, 'what inactive means, and who can undo it');
+  await keys.setEnabled(inactive.key_id, true);
+  assert.doesNotMatch((await web.get('/account/keys')).body, /data-inactive-note/, 'said only when a key is inactive');
 });
 
 test('revoking asks for confirmation first, then the key gets 401', async () => {

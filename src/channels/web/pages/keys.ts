@@ -222,6 +222,7 @@ async function keysPage(ctx: WebContext, limits: KeyLimits, request: FastifyRequ
             <td data-label="Rate limit">${k.rate_limit}/min</td>
             <td class="cell-action">${k.status === 'revoked' ? '' : html`<a class="btn btn-small btn-danger-quiet" href="${KEYS_PATH}/${k.key_id}/revoke">Revoke<span class="sr-only"> ${k.label}</span></a>`}</td>
           </tr>`)}</tbody></table></div>
+          ${listed.some((k) => k.status === 'inactive') ? html`<p class="muted small" data-inactive-note>An <strong>inactive</strong> key was disabled by an operator: requests with it get 401 until they enable it again (<code>keys enable</code>). You can still revoke it.</p>` : ''}
           ${revokedHidden > 0 ? html`<p class="muted small">${revokedHidden} older revoked key${revokedHidden === 1 ? ' is' : 's are'} not shown: a revoked key can never be used again.</p>` : ''}`}
       </section>`,
   });
