@@ -423,6 +423,13 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   assert.equal((await busy).status, 200);
   await shoot(page, 'chat', { dark: true });
 
+  // A turn that leaves something for this person to settle says so, with the way to the inbox.
+  assert.equal(await page.locator('[data-chat-waiting]').isVisible(), false);
+  await page.getByLabel('Message').fill('!action email Send the chat summary');
+  await page.getByRole('button', { name: 'Send' }).click();
+  await page.locator('[data-chat-waiting]').getByText('1 action to approve or reject').waitFor();
+  assert.equal(await page.locator('[data-chat-waiting]').getByRole('link', { name: 'Open the inbox' }).getAttribute('href'), '/inbox');
+
   // A message longer than the server allows is stopped in the browser; one at the limit in
   // characters (though longer in UTF-16 units, as maxlength would count) is not.
   const atLimit = '😀'.repeat(32_000);

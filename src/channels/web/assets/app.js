@@ -95,6 +95,18 @@ document.addEventListener('click', async (event) => {
     log.scrollTop = log.scrollHeight;
   }
 
+  // What the conversation left waiting for this person, with the way to the inbox.
+  const waitingNote = root.querySelector('[data-chat-waiting]');
+  function showWaiting(waiting) {
+    if (!waitingNote) return;
+    const plural = (n, one, many) => n + ' ' + (n === 1 ? one : many);
+    const parts = [];
+    if (waiting.actions) parts.push(plural(waiting.actions, 'action', 'actions') + ' to approve or reject');
+    if (waiting.questions) parts.push(plural(waiting.questions, 'question', 'questions') + ' to answer');
+    waitingNote.querySelector('[data-chat-waiting-text]').textContent = parts.join(' and ');
+    waitingNote.hidden = parts.length === 0;
+  }
+
   async function poll() {
     timer = null;
     if (!sessionId) return;
@@ -106,6 +118,7 @@ document.addEventListener('click', async (event) => {
       const body = await res.json();
       for (const m of body.messages) { append(m); lastTs = m.ts; }
       showStatus(body.status);
+      if (body.waiting) showWaiting(body.waiting);
       if (body.status !== 'idle' || body.has_more) timer = setTimeout(poll, body.has_more ? 0 : 800);
     } catch {
       timer = setTimeout(poll, 3000);

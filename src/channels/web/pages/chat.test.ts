@@ -60,6 +60,35 @@ test('happy: with JS the post answers JSON at once and the transcript is polled'
   assert.deepEqual(after.json().messages.map((m: { text: string }) => m.text), ['You said: slow one']);
 });
 
+test('happy: what a conversation leaves waiting for you is named, with the way to the inbox, until it is settled', async () => {
+  const { web, agentId, email } = await withAgent();
+  const userId = (await t.runtime.services.accounts.requireByEmail(email)).id;
+  const sent = await web.post('/chat', { agent_id: agentId, text: '!action email Send the report' });
+  const location = String(sent.headers.location);
+  const sessionId = location.split('=')[1]!;
+  const note = (body: string) => /<p class="notice notice-info chat-waiting" data-chat-waiting( hidden)?>[\s\S]*?<\/p>/.exec(body)?.[0] ?? '';
+  const waiting = note((await web.get(location)).body);
+  assert.doesNotMatch(waiting, / hidden>/);
+  assert.match(waiting, /1 action to approve or reject<\/span>\. <a href="\/inbox">Open the inbox<\/a>/);
+  await web.post('/chat', { session_id: sessionId, text: '!ask number How many copies?' });
+  assert.match(note((await web.get(location)).body), /1 action to approve or reject and 1 question to answer/);
+  // The script learns it from the transcript once the turn has ended.
+  const polled = await web.get(`/conversations/${sessionId}/messages.json`, { accept: 'application/json' });
+  assert.deepEqual(polled.json().waiting, { actions: 1, questions: 1 });
+
+  const { actions } = await t.runtime.services.missions.listActions(userId, { sessionId });
+  await t.runtime.services.missions.decide(userId, [{ operation_id: actions[0]!.operation_id, decision: 'reject' }]);
+  const { questions } = await t.runtime.services.missions.listQuestions(userId);
+  await t.runtime.services.missions.answer(userId, [{ request_id: questions[0]!.request_id, text: '3' }]);
+  assert.match(note((await web.get(location)).body), / hidden>/, 'nothing waits any more');
+  let settled;
+  for (let i = 0; i < 50 && !settled?.waiting; i++) {
+    settled = (await web.get(`/conversations/${sessionId}/messages.json`, { accept: 'application/json' })).json();
+    if (!settled.waiting) await new Promise((r) => setTimeout(r, 100)); // the outcomes' turns still run
+  }
+  assert.deepEqual(settled.waiting, { actions: 0, questions: 0 });
+});
+
 test('happy: a message queued behind another shows the queued state', async () => {
   const { web, agentId } = await withAgent();
   await web.get('/chat');

@@ -6,7 +6,7 @@ import { authed, errorPage, formValue, render, wantsJson, type WebContext } from
 import { html, type SafeHtml } from '../html.ts';
 import { badge, csrfField, notice } from '../layout.ts';
 import type { TranscriptResult } from '../../../services/conversations.ts';
-import { messageList, readLatest, type LatestTranscript } from './conversations.ts';
+import { messageList, readLatest, waitingNotice, waitingOnYou, type LatestTranscript, type WaitingOnYou } from './conversations.ts';
 import { hangUpSignal } from '../../hang-up.ts';
 
 // Without JS the form post waits this long for the reply before showing the page (which then
@@ -35,11 +35,13 @@ export function chatRoutes(app: FastifyInstance, ctx: WebContext): void {
   app.get('/chat', authed<{ Querystring: { agent?: string; session?: string } }>(async (request, reply, session) => {
     const agents = await ctx.services.agents.listForUser(session.userId);
     let transcript: LatestTranscript | null = null;
+    let waiting: WaitingOnYou | null = null;
     if (request.query.session) {
       transcript = await readLatest(ctx, session.userId, request.query.session);
       if (!transcript) return errorPage(request, reply, 404, 'Conversation not found', 'You have no conversation with this id.');
+      waiting = await waitingOnYou(ctx, session.userId, transcript.session_id);
     }
-    return chatPage(request, reply, { agents, transcript, selectedAgent: request.query.agent });
+    return chatPage(request, reply, { agents, transcript, waiting, selectedAgent: request.query.agent });
   }));
 
   app.post('/chat', authed(async (request, reply, session) => {
@@ -95,7 +97,7 @@ async function takeChatAllowance(ctx: WebContext, userId: string, reply: Fastify
 }
 
 function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
-  agents: AgentView[]; transcript: LatestTranscript | null; selectedAgent?: string | undefined; error?: string; text?: string; status?: number;
+  agents: AgentView[]; transcript: LatestTranscript | null; waiting?: WaitingOnYou | null; selectedAgent?: string | undefined; error?: string; text?: string; status?: number;
 }) {
   const { agents, transcript } = state;
   const agent = transcript ? agents.find((a) => a.agent_id === transcript.agent_id) : undefined;
@@ -122,6 +124,7 @@ function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
         ${transcript?.has_earlier ? html`<p class="muted small earlier"><a href="/conversations/${transcript.session_id}?before=${encodeURIComponent(firstTs)}">Earlier messages</a> (showing the latest ${transcript.messages.length})</p>` : ''}
         ${transcript ? messageList(transcript.messages, agentName) : html`<ol class="chat-log" data-chat-log aria-live="polite" aria-label="Transcript"><li class="muted empty">Say hello to start a conversation.</li></ol>`}
         <p class="chat-status" data-chat-status role="status" aria-live="polite">${status === 'idle' ? '' : html`<span class="spinner" aria-hidden="true"></span> ${STATUS_TEXT[status]}`}</p>
+        ${waitingNotice(state.waiting ?? null)}
         ${state.error ? notice('error', state.error) : ''}
         <form method="post" action="/chat" class="chat-form" data-chat-form>
           ${csrfField(request.csrfToken)}

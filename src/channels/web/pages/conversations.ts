@@ -72,8 +72,34 @@ export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void
   app.get('/conversations/:sessionId/messages.json', authed<{ Params: { sessionId: string }; Querystring: { after?: string } }>(async (request, reply, session) => {
     const transcript = await readTranscript(ctx, session.userId, request.params.sessionId, request.query.after);
     if (!transcript) return reply.code(404).send({ error: 'session_not_found' });
-    return reply.send(transcript);
+    // Once the turn has ended (the chat stops polling then): what it left waiting for this person.
+    if (transcript.status !== 'idle' || transcript.has_more) return reply.send(transcript);
+    return reply.send({ ...transcript, waiting: await waitingOnYou(ctx, session.userId, transcript.session_id) });
   }));
+}
+
+/** What in this conversation waits for this person's decision or answer (in the inbox). */
+export interface WaitingOnYou {
+  actions: number;
+  questions: number;
+}
+
+export async function waitingOnYou(ctx: WebContext, userId: string, sessionId: string): Promise<WaitingOnYou> {
+  const [{ actions }, { questions }] = await Promise.all([
+    ctx.services.missions.listActions(userId, { sessionId }),
+    ctx.services.missions.listQuestions(userId),
+  ]);
+  return { actions: actions.length, questions: questions.filter((q) => q.session_id === sessionId).length };
+}
+
+/** The chat's pointer to the inbox; hidden (for the script to fill in) while nothing waits. */
+export function waitingNotice(waiting: WaitingOnYou | null): SafeHtml {
+  const parts = [
+    waiting?.actions ? `${waiting.actions} action${waiting.actions === 1 ? '' : 's'} to approve or reject` : '',
+    waiting?.questions ? `${waiting.questions} question${waiting.questions === 1 ? '' : 's'} to answer` : '',
+  ].filter(Boolean);
+  return html`<p class="notice notice-info chat-waiting" data-chat-waiting${parts.length ? '' : html` hidden`}>Waiting for you in this conversation:
+    <span data-chat-waiting-text>${parts.join(' and ')}</span>. <a href="/inbox">Open the inbox</a></p>`;
 }
 
 /** A transcript the user may read, or null (missing, someone else's, or a malformed id). */
