@@ -63,6 +63,8 @@ export interface SessionListItem {
   created_at: string;
   last_activity: string;
   status: SessionStatus;
+  /** The latest turn, so that a list of conversations can tell them apart; absent for a session with none. */
+  last_turn?: { role: 'user' | 'agent'; text: string };
 }
 
 export interface ConversationsDeps {
@@ -367,12 +369,19 @@ export class ConversationsService {
       .orderBy('activity', 'desc').orderBy('sessions.id').limit(limit + 1).execute();
     const page = rows.slice(0, limit);
     const statuses = await sessionStatuses(db, page.map((r) => r.id));
+    // Each session's latest turn is the one at its latest ts: one index lookup per session.
+    const latest = page.length === 0 ? [] : await db.selectFrom('turns').select(['session_id', 'role', 'text'])
+      .where((eb) => eb.or(page.map((r) => eb.and([eb('session_id', '=', r.id), eb('ts', '=', r.activity)])))).execute();
+    const latestBySession = new Map(latest.map((turn) => [turn.session_id, { role: turn.role, text: turn.text }]));
     const last = page.at(-1);
     return {
-      sessions: page.map((r) => ({
-        session_id: r.id, agent_id: r.agent_id, agent_name: r.agent_name, channel: r.channel, created_at: r.created_at,
-        last_activity: r.activity, status: statuses.get(r.id)!,
-      })),
+      sessions: page.map((r) => {
+        const lastTurn = latestBySession.get(r.id);
+        return {
+          session_id: r.id, agent_id: r.agent_id, agent_name: r.agent_name, channel: r.channel, created_at: r.created_at,
+          last_activity: r.activity, status: statuses.get(r.id)!, ...(lastTurn ? { last_turn: lastTurn } : {}),
+        };
+      }),
       next_cursor: rows.length > limit && last ? Buffer.from(`${last.activity}\n${last.id}`).toString('base64url') : null,
     };
   }

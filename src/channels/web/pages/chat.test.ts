@@ -107,7 +107,14 @@ test('happy: conversations lists the sessions with status and shows the transcri
   const sessionId = String(sent.headers.location).split('=')[1]!;
   const list = await web.get('/conversations');
   assert.equal(list.statusCode, 200);
-  assert.match(list.body, new RegExp(`<a href="/conversations/${sessionId}"><code>${sessionId}</code></a>`));
+  // Each row says what was said last, so that conversations can be told apart; the id is under it.
+  assert.match(list.body, new RegExp(`<a href="/conversations/${sessionId}"><span class="preview">Lister: You said: for the list</span></a><br><code class="muted small">${sessionId}</code>`));
+  const long = await web.post('/chat', { session_id: sessionId, text: `a line\n\nthat goes on ${'and on '.repeat(20)}` });
+  assert.equal(long.statusCode, 303);
+  const again = (await web.get('/conversations')).body;
+  const shown = /<span class="preview">([^<]*)<\/span>/.exec(again)![1]!;
+  assert.equal([...shown].length, 'Lister: '.length + 80, 'cut to 80 characters');
+  assert.match(shown, /^Lister: You said: a line that goes on and on .*…$/, 'on one line, ending with an ellipsis');
   assert.match(list.body, new RegExp(`<td data-label="Agent"><a href="/conversations/${sessionId}">Lister<span class="sr-only"> \\(conversation ${sessionId}\\)</span></a></td>`),
     'the agent name leads to the transcript too');
   assert.match(list.body, /<td data-label="Channel">web<\/td>/);

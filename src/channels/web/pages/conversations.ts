@@ -26,9 +26,11 @@ export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void
             ? cursor ? html`<p class="muted">No older conversations.</p>` : html`<p class="muted">No conversations yet. <a href="/chat">Start one in the chat</a> or send a message through the API.</p>`
             : html`<div class="table-wrap"><table class="table">
               <caption class="sr-only">Your sessions, most recent first</caption>
-              <thead><tr><th scope="col">Session</th><th scope="col">Agent</th><th scope="col">Status</th><th scope="col">Channel</th><th scope="col">Last activity</th></tr></thead>
+              <thead><tr><th scope="col">Conversation</th><th scope="col">Agent</th><th scope="col">Status</th><th scope="col">Channel</th><th scope="col">Last activity</th></tr></thead>
               <tbody>${sessions.map((s) => html`<tr>
-                <td data-label="Session"><a href="/conversations/${s.session_id}"><code>${s.session_id}</code></a></td>
+                <td data-label="Conversation"><a href="/conversations/${s.session_id}">${s.last_turn
+                  ? html`<span class="preview">${s.last_turn.role === 'user' ? 'You' : s.agent_name}: ${preview(s.last_turn.text)}</span>`
+                  : html`<span class="muted">No messages</span>`}</a><br><code class="muted small">${s.session_id}</code></td>
                 <td data-label="Agent"><a href="/conversations/${s.session_id}">${s.agent_name}<span class="sr-only"> (conversation ${s.session_id})</span></a></td>
                 <td data-label="Status">${badge(s.status)}</td>
                 <td data-label="Channel">${s.channel ?? '—'}</td>
@@ -76,6 +78,13 @@ export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void
     if (transcript.status !== 'idle' || transcript.has_more) return reply.send(transcript);
     return reply.send({ ...transcript, waiting: await waitingOnYou(ctx, session.userId, transcript.session_id) });
   }));
+}
+
+/** A message cut to one short line for a list: whitespace folded, at most 80 characters (code points). */
+export function preview(text: string, max = 80): string {
+  const line = text.replace(/\s+/g, ' ').trim();
+  const chars = [...line];
+  return chars.length > max ? `${chars.slice(0, max - 1).join('')}…` : line;
 }
 
 /** What in this conversation waits for this person's decision or answer (in the inbox). */
