@@ -375,12 +375,14 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
 
   // Read the transcripts: the agent name leads there too.
   await page.getByRole('link', { name: 'Conversations' }).click();
-  await page.getByRole('link', { name: missionSession, exact: true }).waitFor();
+  // A row names its latest message (the link) above the session id.
+  const missionRow = page.locator('tr', { hasText: missionSession });
+  await missionRow.getByRole('link', { name: 'Report bot: Noted: yes' }).waitFor();
   await shoot(page, 'conversations');
   await page.getByRole('link', { name: `Report bot (conversation ${deploy.session_id})` }).click();
   await page.getByText('Re-planned: not on a Friday').waitFor();
   await page.goto(`${base}/conversations`);
-  await page.getByRole('link', { name: missionSession, exact: true }).click();
+  await missionRow.getByRole('link', { name: 'Report bot: Noted: yes' }).click();
   await page.getByRole('heading', { name: 'Conversation with Report bot' }).waitFor();
   await page.getByText('Done: Send the report').waitFor();
   await page.getByText('Noted: yes').waitFor();

@@ -108,7 +108,7 @@ test('happy: conversations lists the sessions with status and shows the transcri
   const list = await web.get('/conversations');
   assert.equal(list.statusCode, 200);
   // Each row says what was said last, so that conversations can be told apart; the id is under it.
-  assert.match(list.body, new RegExp(`<a href="/conversations/${sessionId}"><span class="preview">Lister: You said: for the list</span></a><br><code class="muted small">${sessionId}</code>`));
+  assert.match(list.body, new RegExp(`<a href="/conversations/${sessionId}"><span class="preview">Lister: You said: for the list</span></a><code class="session-id">${sessionId}</code>`));
   const long = await web.post('/chat', { session_id: sessionId, text: `a line\n\nthat goes on ${'and on '.repeat(20)}` });
   assert.equal(long.statusCode, 303);
   const again = (await web.get('/conversations')).body;

@@ -81,7 +81,7 @@ test('the conversations list pages through every session, most recent first', as
     const res = await web.get(url);
     assert.equal(res.statusCode, 200, url);
     pages += 1;
-    const rows = [...res.body.matchAll(/<td data-label="Conversation"><a href="\/conversations\/(ses_[A-Za-z0-9]+)">/g)].map((m) => m[1]!);
+    const rows = [...res.body.matchAll(/<td data-label="Conversation"><div><a href="\/conversations\/(ses_[A-Za-z0-9]+)">/g)].map((m) => m[1]!);
     assert.ok(rows.length <= 50);
     seen.push(...rows);
     url = /<a class="btn btn-quiet" href="(\/conversations\?older=[^"]+)">Older conversations<\/a>/.exec(res.body)?.[1];
@@ -105,7 +105,7 @@ test('the conversations list shows each session\'s status (processing, queued, i
   const busy = await web.post('/chat', { agent_id: agentId, text: '!sleep 1500 busy' }, { accept: 'application/json' });
   const waiting = await web.post('/chat', { agent_id: agentId, text: 'waiting' }, { accept: 'application/json' });
   const list = await web.get('/conversations');
-  const statusOf = (id: string) => new RegExp(`${id}</code></td>[\\s\\S]*?<td data-label="Status"><span class="badge badge-(\\w+)">`).exec(list.body)?.[1];
+  const statusOf = (id: string) => new RegExp(`${id}</code></div></td>[\\s\\S]*?<td data-label="Status"><span class="badge badge-(\\w+)">`).exec(list.body)?.[1];
   assert.equal(statusOf(busy.json().session_id), 'processing');
   assert.equal(statusOf(waiting.json().session_id), 'queued');
   const deadline = Date.now() + 10_000;

@@ -28,9 +28,9 @@ export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void
               <caption class="sr-only">Your sessions, most recent first</caption>
               <thead><tr><th scope="col">Conversation</th><th scope="col">Agent</th><th scope="col">Status</th><th scope="col">Channel</th><th scope="col">Last activity</th></tr></thead>
               <tbody>${sessions.map((s) => html`<tr>
-                <td data-label="Conversation"><a href="/conversations/${s.session_id}">${s.last_turn
+                <td data-label="Conversation"><div><a href="/conversations/${s.session_id}">${s.last_turn
                   ? html`<span class="preview">${s.last_turn.role === 'user' ? 'You' : s.agent_name}: ${preview(s.last_turn.text)}</span>`
-                  : html`<span class="muted">No messages</span>`}</a><br><code class="muted small">${s.session_id}</code></td>
+                  : html`<span class="muted">No messages</span>`}</a><code class="session-id">${s.session_id}</code></div></td>
                 <td data-label="Agent"><a href="/conversations/${s.session_id}">${s.agent_name}<span class="sr-only"> (conversation ${s.session_id})</span></a></td>
                 <td data-label="Status">${badge(s.status)}</td>
                 <td data-label="Channel">${s.channel ?? '—'}</td>
