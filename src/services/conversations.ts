@@ -39,11 +39,6 @@ export interface InboundMessage {
    * held for it. The message stays accepted and its turn runs; the reply lands in the transcript.
    */
   signal?: AbortSignal | undefined;
-  /**
-   * Called once the message is accepted as a new one and the wait for its reply begins (its turn
-   * may end at once). Never for a duplicate or an idempotent retry: those answer as things stand.
-   */
-  onWait?: (() => void) | undefined;
 }
 
 export interface TranscriptResult {
@@ -137,7 +132,6 @@ export class ConversationsService {
     const target = await this.resolveTarget(inbound);
     const accepted = await this.accept(inbound, text, target, null);
     if (accepted.duplicateOf !== null) return this.duplicateResult(accepted.duplicateOf);
-    inbound.onWait?.();
     return this.outcome(accepted.watch.wait(waitMs, accepted.job, inbound.signal), accepted.messageTs);
   }
 
@@ -178,7 +172,6 @@ export class ConversationsService {
       const target = await this.resolveTarget(inbound);
       const accepted = await this.accept(inbound, text, target, { key, pendingSince });
       if (accepted.duplicateOf !== null) throw new Error('a keyed message is never a duplicate');
-      inbound.onWait?.();
       return this.outcome(accepted.watch.wait(waitMs, accepted.job, inbound.signal), accepted.messageTs);
     } catch (error) {
       // Not accepted: free the key so that a corrected retry can use it.

@@ -13,7 +13,7 @@ export const HEADERS = {
   'Retry-After': { type: 'integer', description: 'Seconds until a request is next sure to be accepted.' },
   'WWW-Authenticate': { type: 'string', description: '`Bearer`.' },
   Location: { type: 'string', description: 'The transcript to poll: `/api/v1/api-channel/sessions/{session_id}/messages`.' },
-  'Preference-Applied': { type: 'string', description: 'With `Prefer: wait=N`, once the message is accepted and waited for: the wait applied, `wait=<seconds>` (capped at the server ceiling). Absent on a duplicate or an idempotent retry, which answer at once.' },
+  'Preference-Applied': { type: 'string', description: 'With `Prefer: wait=N`: the wait applied, `wait=<seconds>`.' },
 } as const;
 
 export type HeaderName = keyof typeof HEADERS;

@@ -111,12 +111,11 @@ export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {
       checkMessageText(body && typeof body === 'object' && !Array.isArray(body) ? body.text : undefined);
     },
   }, async (request, reply) => {
-    // delta-seconds (RFC 7240): the wait is capped at the ceiling (which may be under a second).
-    // Preference-Applied reports it in whole seconds once the message is accepted and the wait
-    // begins, whatever the outcome (502 included); a duplicate or an idempotent retry answers at
-    // once, without waiting, so it carries none.
+    // delta-seconds (RFC 7240): the wait is capped at the ceiling (which may be under a second);
+    // Preference-Applied reports it in whole seconds, on every outcome of the send, 502 included.
     const wanted = preferredWaitSeconds(request.headers.prefer);
     const waitMs = wanted === undefined ? undefined : Math.min(wanted * 1000, ctx.conversations.waitCeilingMs);
+    if (waitMs !== undefined) reply.header('Preference-Applied', `wait=${Math.floor(waitMs / 1000)}`);
     let result;
     try {
       result = await ctx.conversations.submit({
@@ -129,10 +128,9 @@ export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {
         waitMs,
         // A client that hangs up stops the wait (its message stays accepted and is answered).
         signal: hangUpSignal(request, reply),
-        onWait: waitMs === undefined ? undefined : () => { reply.header('Preference-Applied', `wait=${Math.floor(waitMs / 1000)}`); },
       });
     } catch (error) {
-      // Only a 502 agent_failed can follow the wait (anything else is a fault of ours, and says nothing of it).
+      // Only an accepted message had its preference applied; a refused one (4xx) did not wait at all.
       if (!(error instanceof Problem && error.code === 'agent_failed')) reply.removeHeader('Preference-Applied');
       throw error;
     }
