@@ -230,18 +230,6 @@ export async function requeueExpired(db: Kysely<DB>, now: number): Promise<strin
   return [...new Set(rows.map((row) => row.agent_id))];
 }
 
-/**
- * PostgreSQL start: jobs still running under this instance's own name were cut off by its
- * previous life (one name, one live instance), so they go back in line at once rather than when
- * their lease runs out; returns their agents. Only a name that outlives a restart (INSTANCE_ID)
- * finds any.
- */
-export async function requeueOwnedBy(db: Kysely<DB>, owner: string): Promise<string[]> {
-  const rows = await db.updateTable('jobs').set({ status: 'queued', lease_owner: null, lease_expires_at: null })
-    .where(isOpen).where(isRunning).where('lease_owner', '=', owner).returning('agent_id').execute();
-  return [...new Set(rows.map((row) => row.agent_id))];
-}
-
 /** Single-instance start: whatever was running belonged to a process that is gone. */
 export async function requeueAllRunning(db: Kysely<DB>): Promise<number> {
   const result = await db.updateTable('jobs').set({ status: 'queued', lease_owner: null, lease_expires_at: null })

@@ -5,7 +5,7 @@ import type { Store } from '../store/store.ts';
 import type { Bus, BusEvent } from './bus.ts';
 import {
   claimInTransaction, findClaimable, finishedJobs, finishJob, getJob, hasQueuedJobs, insertJob, releaseJob, renewLeases, requeueAllRunning,
-  lockAgentLine, requeueExpired, requeueOwnedBy, type NewJob,
+  lockAgentLine, requeueExpired, type NewJob,
 } from './queue-sql.ts';
 
 /** Inside a transaction: run this once it has committed, or this if it rolled back. */
@@ -153,16 +153,9 @@ export class TurnEngine {
     if (!this.handler) return;
     const { db, dialect } = this.options.store;
     // One SQLite file has one server: anything "running" there was cut off by a crash.
-    // On PostgreSQL other instances may be alive, so only this instance's own earlier work and
-    // expired leases are taken over (announced, so that any instance may start them).
-    if (dialect === 'sqlite') {
-      await requeueAllRunning(db);
-    } else {
-      await this.transact(async (trx, stage) => {
-        const agents = new Set([...await requeueOwnedBy(trx, this.options.instanceId), ...await requeueExpired(trx, this.now())]);
-        for (const agentId of agents) await stage({ type: 'job_enqueued', agentId });
-      });
-    }
+    // On PostgreSQL other instances may be alive, so only expired leases are taken over.
+    if (dialect === 'sqlite') await requeueAllRunning(db);
+    else await requeueExpired(db, this.now());
     const every = (ms: number, fn: () => Promise<unknown>) => {
       const timer = setInterval(() => fn().catch((e) => this.options.onError?.(e, 'engine timer')), ms);
       timer.unref();

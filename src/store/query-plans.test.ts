@@ -4,7 +4,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { send, transcript } from '../testing/conversation.ts';
 import { API, startTestApp, TEST_DB, type TestApp } from '../testing/harness.ts';
 import { sqliteStatementsSeen } from './node-sqlite-adapter.ts';
-import { requeueAllRunning, requeueExpired, requeueOwnedBy } from '../engine/queue-sql.ts';
+import { requeueAllRunning, requeueExpired } from '../engine/queue-sql.ts';
 import { answerOne, askQuestion, decideOne, draftAction, listActions, listQuestions, queueDrained, unique } from '../services/missions.test-helper.ts';
 
 /**
@@ -51,7 +51,6 @@ test('the statements of background work (requeues, housekeeping, the missions sw
   await queueDrained(t);
   const { db } = t.runtime.store;
   await requeueExpired(db, t.runtime.store.clock.now());
-  await requeueOwnedBy(db, 'an-instance');
   await requeueAllRunning(db);
   await t.runtime.services.housekeeping.runOnce();
 
