@@ -45,6 +45,7 @@ export async function createRuntime(
     async startEngine() {
       store.claimForServer();
       store.startBackgroundCheckpoints((error) => logError(error, 'background checkpoints (SQLite checkpoints on commit instead)'));
+      store.startClockSync((error) => logError(error, 'measuring the clock against the database server\'s (the last offset stays in use)'));
       await theEngine.start();
       services.housekeeping.start(60_000, (error) => logError(error, 'housekeeping'));
     },

@@ -14,23 +14,31 @@ export interface SharedClock {
 
 export const systemClock: SharedClock = { now: () => Date.now() };
 
-/** How many of the latest offset measurements are weighed against each other. */
+/** How many of the latest offset measurements are kept, to know how quick a quick one is. */
 const SAMPLES_KEPT = 5;
+
+/** A connection to the database server in hand: its clock can be read over it, then it is given back. */
+export interface ServerClockConnection {
+  readMs(): Promise<number>;
+  release(): void;
+}
 
 /**
  * This machine's clock, corrected by its offset from the database server's, measured over a
- * round trip: the server's reading is taken as made halfway through it, so the error is at most
- * half the round trip. The newest measurement is used unless its round trip was much longer than
- * the shortest of the latest few (a busy moment), in which case the newest of the quick ones is.
+ * round trip on a connection already in hand: the server's reading is taken as made halfway
+ * through it, so the error is at most half the round trip. A measurement is used when its round
+ * trip was quick (at most twice the quickest of the latest few, plus 5 ms), or when the offset in
+ * use lies outside its error, however slow it was: this machine's clock has been stepped, and a
+ * busy server must not keep the old offset for minutes.
  */
 export class DatabaseAnchoredClock implements SharedClock {
-  private readonly readServerMs: () => Promise<number>;
+  private readonly connect: () => Promise<ServerClockConnection>;
   private readonly systemNow: () => number;
   private samples: Array<{ roundTripMs: number; offsetMs: number }> = [];
   private offsetMs = 0;
 
-  constructor(readServerMs: () => Promise<number>, systemNow: () => number = Date.now) {
-    this.readServerMs = readServerMs;
+  constructor(connect: () => Promise<ServerClockConnection>, systemNow: () => number = Date.now) {
+    this.connect = connect;
     this.systemNow = systemNow;
   }
 
@@ -40,11 +48,21 @@ export class DatabaseAnchoredClock implements SharedClock {
 
   /** Measures the offset once more (at open, then periodically: clocks drift, and get stepped). */
   async sync(): Promise<void> {
-    const sent = this.systemNow();
-    const serverMs = await this.readServerMs();
-    const received = this.systemNow();
-    this.samples = [...this.samples, { roundTripMs: received - sent, offsetMs: serverMs - (sent + received) / 2 }].slice(-SAMPLES_KEPT);
-    const quickest = Math.min(...this.samples.map((sample) => sample.roundTripMs));
-    this.offsetMs = this.samples.findLast((sample) => sample.roundTripMs <= 2 * quickest + 5)!.offsetMs;
+    const connection = await this.connect(); // waiting for a connection is not part of the round trip
+    let sample;
+    try {
+      const sent = this.systemNow();
+      const serverMs = await connection.readMs();
+      const received = this.systemNow();
+      sample = { roundTripMs: received - sent, offsetMs: serverMs - (sent + received) / 2 };
+    } finally {
+      connection.release();
+    }
+    const first = this.samples.length === 0;
+    this.samples = [...this.samples, sample].slice(-SAMPLES_KEPT);
+    const quickest = Math.min(...this.samples.map((kept) => kept.roundTripMs));
+    const quick = sample.roundTripMs <= 2 * quickest + 5;
+    const contradicts = Math.abs(sample.offsetMs - this.offsetMs) > sample.roundTripMs / 2;
+    if (first || quick || contradicts) this.offsetMs = sample.offsetMs;
   }
 }

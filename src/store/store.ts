@@ -39,6 +39,8 @@ export interface Store {
   readonly clock: SharedClock;
   /** SQLite only: copies the write-ahead log into the database off the event loop (the server does; the CLI does not). */
   startBackgroundCheckpoints(onError?: (error: unknown) => void): void;
+  /** PostgreSQL only: measures the shared clock's offset again every 30 s (the server does; the CLI does not). */
+  startClockSync(onError?: (error: unknown) => void): void;
   /**
    * SQLite only: claims the file for this process's server until close(), or throws if another
    * server holds it (see SqliteServerLock). Safe to call again. A no-op on PostgreSQL, which
@@ -109,6 +111,7 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined): St
     pgPool: null,
     pgSchema: null,
     accountGeneration: database.accountGeneration,
+    startClockSync() {},
     startBackgroundCheckpoints(onError) {
       if (checkpointer || path === ':memory:') return;
       const started = new SqliteCheckpointer(resolve(path), onError);
@@ -167,8 +170,11 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
   pool.on('connect', (client) => { client.on('error', () => {}); });
   const db = new Kysely<DB>({ dialect: new CurrentSchemaPostgresDialect({ pool }) });
   const clock = new DatabaseAnchoredClock(async () => {
-    const { rows } = await sql<{ ms: number }>`select extract(epoch from clock_timestamp())::float8 * 1000 as ms`.execute(db);
-    return rows[0]!.ms;
+    const client = await pool.connect();
+    return {
+      readMs: async () => Number((await client.query<{ ms: number }>('select extract(epoch from clock_timestamp())::float8 * 1000 as ms')).rows[0]!.ms),
+      release: () => client.release(),
+    };
   }, options.systemNow);
   try {
     // The first round trip also opens a connection: the quicker ones after it are the ones trusted.
@@ -177,7 +183,7 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
     await db.destroy();
     throw error;
   }
-  const clockSync = setInterval(() => clock.sync().catch(() => {}), CLOCK_SYNC_EVERY_MS).unref(); // a failed measure keeps the last offset
+  let clockSync: NodeJS.Timeout | null = null;
   return {
     db,
     dialect: 'postgres',
@@ -186,12 +192,16 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
     pgSchema: schema,
     accountGeneration: null,
     startBackgroundCheckpoints() {},
+    startClockSync(onError) {
+      // A failed measurement keeps the offset of the last one.
+      clockSync ??= setInterval(() => clock.sync().catch((error) => onError?.(error)), CLOCK_SYNC_EVERY_MS).unref();
+    },
     claimForServer() {},
     ping: async () => {
       await sql`select 1`.execute(db);
     },
     close: () => {
-      clearInterval(clockSync);
+      if (clockSync) clearInterval(clockSync);
       return db.destroy();
     },
   };
