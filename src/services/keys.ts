@@ -113,7 +113,7 @@ export class KeysService {
   async countActive(userId: string): Promise<number> {
     const { count } = await this.deps.store.db.selectFrom('api_keys').select((eb) => eb.fn.countAll<number>().as('count'))
       .where('user_id', '=', userId).where('status', '=', 'active')
-      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', isoNow())])).executeTakeFirstOrThrow();
+      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', this.sharedNow().toISOString())])).executeTakeFirstOrThrow();
     return Number(count);
   }
 

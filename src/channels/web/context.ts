@@ -8,6 +8,7 @@ import { page, type NavKey } from './layout.ts';
 import type { Sealer } from './flash.ts';
 import type { LoginThrottle } from './throttle.ts';
 import type { RateLimiter } from '../../ratelimit/rate-limiter.ts';
+import type { SharedClock } from '../../store/shared-clock.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -32,6 +33,8 @@ export interface WebContext {
   rateLimiter: RateLimiter;
   /** Seals what one page hands to the next through a cookie (see flash.ts). */
   sealer: Sealer;
+  /** The store's clock, which every instance shares: for times another instance wrote. */
+  clock: SharedClock;
 }
 
 export interface RenderOptions {

@@ -53,7 +53,9 @@ export function webChannel(runtime: Runtime, options: WebChannelOptions = {}) {
       sessions,
       throttle: new LoginThrottle(options.throttle),
       rateLimiter: runtime.rateLimiter,
-      sealer: new Sealer({ key: await sessions.sealingKey() }),
+      // What one instance seals, another may open: its expiry is by the clock they share.
+      sealer: new Sealer({ key: await sessions.sealingKey(), now: () => runtime.store.clock.now() }),
+      clock: runtime.store.clock,
     };
     await scope.register(cookie);
     // Room for the longest chat message the server accepts: 32,000 characters of up to 4 bytes,

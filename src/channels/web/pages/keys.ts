@@ -169,7 +169,7 @@ async function keysPage(ctx: WebContext, limits: KeyLimits, request: FastifyRequ
   const token = state.newKey?.token;
   if (key && typeof token === 'string' && parseBearer(`Bearer ${token}`)?.keyId === key.key_id) created = { token, key };
   // Ran out, or tampered with: say so rather than nothing.
-  else if (key && key.status !== 'revoked' && Date.now() - Date.parse(key.created_at) < 15 * 60_000) lost = key;
+  else if (key && key.status !== 'revoked' && ctx.clock.now() - Date.parse(key.created_at) < 15 * 60_000) lost = key;
   const { labelMax, rateMin, daysMin, daysMax } = limits;
   const { config } = ctx;
   // Revoked keys only pile up: the page shows the most recently revoked few, so that it stays the
