@@ -113,6 +113,9 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     // Node closes the connections idle when closing starts; one whose request is still being
     // answered would stay open after its answer until the keep-alive timeout (72 s), holding the
     // exit that long. So idle connections are closed again as answers go out, until none is left.
+    // (Not `Connection: close` on the answers under way: Node then drops a request pipelined
+    // behind one, which now gets its 503. As with Node's own closing, a client that sends just as
+    // its idle connection closes gets a reset: nothing of that request was read or accepted.)
     const closeIdle = setInterval(() => app.server.closeIdleConnections(), 100).unref();
     app.server.once('close', () => clearInterval(closeIdle));
     done();
