@@ -45,6 +45,14 @@ for (const [what, args, message] of failures) {
   });
 }
 
+test('a whole key typed where --key-id was meant is not echoed back (its secret left out)', async () => {
+  const key = 'ak_AbCdEf0123456789_' + 'S3cr3t'.repeat(8);
+  const result = await runCli(env, 'keys', 'disable', key);
+  assert.equal(result.code, 2);
+  assert.match(result.stderr, /unknown command "keys disable ak_AbCdEf0123456789_…"/);
+  assert.doesNotMatch(result.stderr, /S3cr3t/);
+});
+
 test('a second agent on the free plan is refused with the plan\'s reason', async () => {
   assert.equal((await runCli(env, 'agents', 'create', '--email', 'someone@example.test', '--name', 'one')).code, 0);
   const second = await runCli(env, 'agents', 'create', '--email', 'someone@example.test', '--name', 'two');

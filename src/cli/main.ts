@@ -145,7 +145,9 @@ export async function run(argv: string[]): Promise<number> {
   const name = words.slice(0, 2).join(' ');
   const command = COMMANDS[name];
   if (!command || words.length > 2) {
-    process.stderr.write(`unknown command "${words.join(' ')}"\n\n${USAGE}\n`);
+    // A whole key typed where a flag was meant is not echoed: its secret part is left out.
+    const shown = words.map((word) => word.replace(/^(ak_[A-Za-z0-9]+)_[A-Za-z0-9]+$/, '$1_…'));
+    process.stderr.write(`unknown command "${shown.join(' ')}"\n\n${USAGE}\n`);
     return 2;
   }
   // The CLI shares the server's services but runs no turns and needs no shared rate limiter.
