@@ -109,8 +109,9 @@ export class MissionsService {
     return { actions: rows.map(toActionView) };
   }
 
-  /** §6: open questions put to the caller, plus open questions on missions the caller owns. */
-  async listQuestions(userId: string): Promise<{ questions: QuestionView[] }> {
+  /** §6: open questions put to the caller, plus open questions on missions the caller owns (of one session, if given). */
+  async listQuestions(userId: string, filter: { sessionId?: string | undefined } = {}): Promise<{ questions: QuestionView[] }> {
+    if (filter.sessionId !== undefined && !looksLikeId('session', filter.sessionId)) return { questions: [] };
     await this.closeOrphanedMissions({ involving: userId });
     const rows = await this.db.selectFrom('questions')
       .innerJoin('missions', 'missions.id', 'questions.mission_id')
@@ -129,6 +130,7 @@ export class MissionsService {
         ]),
         eb.or([eb('questions.owner_user_id', '=', userId), eb('asked.user_id', 'is not', null)]),
       ]))
+      .$if(filter.sessionId !== undefined, (q) => q.where('questions.session_id', '=', filter.sessionId!))
       .orderBy('questions.created_at').orderBy('questions.id')
       .execute();
     return { questions: rows.map(toQuestionView) };

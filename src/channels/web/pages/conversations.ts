@@ -94,11 +94,9 @@ export interface WaitingOnYou {
 }
 
 export async function waitingOnYou(ctx: WebContext, userId: string, sessionId: string): Promise<WaitingOnYou> {
-  const [{ actions }, { questions }] = await Promise.all([
-    ctx.services.missions.listActions(userId, { sessionId }),
-    ctx.services.missions.listQuestions(userId),
-  ]);
-  return { actions: actions.length, questions: questions.filter((q) => q.session_id === sessionId).length };
+  const { actions } = await ctx.services.missions.listActions(userId, { sessionId });
+  const { questions } = await ctx.services.missions.listQuestions(userId, { sessionId });
+  return { actions: actions.length, questions: questions.length };
 }
 
 /** The chat's pointer to the inbox; hidden (for the script to fill in) while nothing waits. */
