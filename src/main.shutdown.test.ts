@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, test } from 'node:test';
 import { API, databaseEnv, freshDatabase, seedAccount, type TestDatabase } from './testing/harness.ts';
-import { startServerProcess } from './testing/server-process.ts';
+import { startServerProcess, type ServerProcess } from './testing/server-process.ts';
 
 /**
  * Graceful shutdown as a client on a kept-alive connection sees it: a request under way when
@@ -21,18 +21,24 @@ before(async () => {
 });
 after(async () => { await database.drop(); });
 
-test('SIGTERM: a request arriving on an open connection gets a 503 problem and the connection closes; the one under way is answered', { timeout: 60_000 }, async () => {
-  const server = await startServerProcess({ ...databaseEnv(database), SHUTDOWN_GRACE_MS: '5000' });
+/** Opens a kept-alive connection to the server and sends a message on it; what comes back is collected. */
+async function sendOnOpenConnection(server: ServerProcess, text: string) {
   const { port } = new URL(server.url);
   const socket = connect(Number(port), '127.0.0.1');
   let received = '';
   socket.setEncoding('utf8').on('data', (chunk: string) => { received += chunk; });
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  const body = JSON.stringify({ text, agent_id: agentId });
+  socket.write(`POST ${API}/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n`
+    + `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  return { socket, closed, received: () => received };
+}
+
+test('SIGTERM: a request arriving on an open connection gets a 503 problem and the connection closes; the one under way is answered', { timeout: 60_000 }, async () => {
+  const server = await startServerProcess({ ...databaseEnv(database), SHUTDOWN_GRACE_MS: '5000' });
+  const { socket, received: answers, closed } = await sendOnOpenConnection(server, '!sleep 1500 under way');
   try {
-    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-    const body = JSON.stringify({ text: '!sleep 1500 under way', agent_id: agentId });
-    socket.write(`POST ${API}/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n`
-      + `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
     await new Promise((resolve) => setTimeout(resolve, 400)); // the turn is under way
     server.child.kill('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 200)); // the server is closing
@@ -43,6 +49,7 @@ test('SIGTERM: a request arriving on an open connection gets a 503 problem and t
     await server.kill('SIGKILL');
   }
 
+  const received = answers();
   const [first, second] = received.split(/(?=HTTP\/1\.1 \d{3} )/);
   assert.match(first ?? '', /^HTTP\/1\.1 200 /, received);
   assert.match(first!, /"reply":"You said: under way"/);
@@ -56,23 +63,16 @@ test('SIGTERM: a request arriving on an open connection gets a 503 problem and t
 
 test('SIGTERM: a kept-alive connection whose request was under way is closed once answered, so the exit does not wait for its keep-alive timeout', { timeout: 60_000 }, async () => {
   const server = await startServerProcess({ ...databaseEnv(database), SHUTDOWN_GRACE_MS: '5000' });
-  const { port } = new URL(server.url);
-  const socket = connect(Number(port), '127.0.0.1');
-  let received = '';
-  socket.setEncoding('utf8').on('data', (chunk: string) => { received += chunk; });
-  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   const exited = new Promise<void>((resolve) => server.child.once('exit', () => resolve()));
+  const { socket, received: answers, closed } = await sendOnOpenConnection(server, '!sleep 800 kept alive');
   try {
-    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-    const body = JSON.stringify({ text: '!sleep 800 kept alive', agent_id: agentId });
-    socket.write(`POST ${API}/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n`
-      + `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
     await new Promise((resolve) => setTimeout(resolve, 300)); // the turn is under way
     const signalled = Date.now();
     server.child.kill('SIGTERM');
     // The client sends nothing more and keeps the connection open: only the server can end it.
     await closed;
     await exited;
+    const received = answers();
     const tookMs = Date.now() - signalled;
     assert.match(received, /^HTTP\/1\.1 200 [\s\S]*"reply":"You said: kept alive"/, received);
     assert.ok(tookMs < 10_000, `the server exited ${tookMs} ms after SIGTERM (its keep-alive timeout is 72 s)`);
