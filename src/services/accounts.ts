@@ -44,7 +44,7 @@ export class AccountsService {
     const password = parseOrThrow(PasswordSchema, input.password, 'password');
     const plan = parseOrThrow(PlanSchema, input.plan ?? 'free', 'plan');
     const passwordHash = await hashPassword(password, this.deps.scryptCostLog2);
-    const now = isoNow();
+    const now = new Date(this.deps.store.clock.now()).toISOString(); // workspaces are listed oldest first
     const user: User = { id: newId('user'), email, password_hash: passwordHash, plan, created_at: now };
     try {
       await this.db.transaction().execute(async (trx) => {

@@ -7,7 +7,6 @@ import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
 import type { AccountsService } from './accounts.ts';
 import { parseOrThrow } from './accounts.ts';
-import { isoNow } from './clock.ts';
 
 export const CreateAgentSchema = z.object({
   agent_name: z.string().trim().min(1, 'is required').max(100, 'must be at most 100 characters')
@@ -97,7 +96,8 @@ export class AgentsService {
       if (Number(count) >= limit) {
         throw new Problem('agent_limit_reached', `The ${caller.plan} plan allows ${limit} agent${limit === 1 ? '' : 's'}; this account has reached it.`);
       }
-      const agent = { id: newId('agent'), workspace_id: workspaceId, name: parsed.agent_name, created_by: userId, created_at: isoNow() };
+      // By the shared clock: agents are listed oldest first, whichever instance made them.
+      const agent = { id: newId('agent'), workspace_id: workspaceId, name: parsed.agent_name, created_by: userId, created_at: new Date(this.deps.store.clock.now()).toISOString() };
       await trx.insertInto('agents').values(agent).execute();
       return toAgentView(agent);
     });

@@ -125,7 +125,8 @@ export class TurnWorker implements JobHandler {
   }
 
   private async record(trx: Transaction<DB>, stage: Stage, job: Job, payload: JobPayload, result: BrainResult) {
-    const now = isoNow();
+    // By the shared clock: pending actions and open questions are listed oldest first, whichever instance drafted them.
+    const now = new Date(this.store.clock.now()).toISOString();
     const turn = await appendTurn(trx, this.store.dialect, { sessionId: job.session_id, role: 'agent', text: result.reply, jobId: job.id });
     if (payload.kind === 'action_approved') {
       await trx.updateTable('actions').set({ status: 'done' })
