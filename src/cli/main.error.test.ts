@@ -74,6 +74,9 @@ test('a setting or a database that cannot work stops serve and the CLI with one 
     [{ LOG_LEVEL: 'verbose' }, ['serve'], /^agent-channel: LOG_LEVEL must be one of/],
     [{ DATABASE_URL: `sqlite:${tmpdir()}` }, ['users', 'create', '--email', 'x@example.test', '--password', 'correct horse'],
       /^agent-channel: cannot open the SQLite database .+: unable to open database file$/],
+    // A folder that cannot be made (Node's own recursive mkdir loops for ever under /proc).
+    [{ DATABASE_URL: 'sqlite:/proc/no-such-folder/x.db' }, ['keys', 'list', '--email', 'x@example.test'],
+      /^agent-channel: cannot open the SQLite database \/proc\/no-such-folder\/x\.db: ENOENT/],
   ] as const) {
     const result = await runCli({ ...env, ...extra }, ...args);
     assert.equal(result.code, 1, result.stderr);

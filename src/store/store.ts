@@ -93,9 +93,9 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined): St
     throw new Error(`DATABASE_URL must start with sqlite: or postgres:// (got "${url.split(':')[0]}:…")`);
   }
   const path = url.slice('sqlite:'.length) || DEFAULT_DATABASE_URL.slice('sqlite:'.length);
-  if (path !== ':memory:') mkdirSync(dirname(resolve(path)), { recursive: true });
   let database;
   try {
+    if (path !== ':memory:') makeFolder(dirname(resolve(path)));
     database = openNodeSqlite(path, synchronous);
   } catch (error) {
     throw new Error(`cannot open the SQLite database ${resolve(path)}: ${(error as Error).message}`, { cause: error });
@@ -131,6 +131,24 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined): St
       serverLock?.release();
     },
   };
+}
+
+/**
+ * Creates a folder and the folders above it that are missing. Not `mkdirSync(…, { recursive: true })`:
+ * in Node 24 it loops for ever where a parent exists but refuses children (under /proc, say), so a
+ * mistyped DATABASE_URL hung the server instead of stopping it with the reason.
+ */
+function makeFolder(folder: string): void {
+  try {
+    mkdirSync(folder);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return;
+    const parent = dirname(folder);
+    if (code !== 'ENOENT' || parent === folder) throw error;
+    makeFolder(parent);
+    mkdirSync(folder); // a parent that takes no children fails here, with its own reason
+  }
 }
 
 /** `?schema=name` on a postgres URL selects (and creates) a schema other than public. */
