@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
-import { after, before, test } from 'node:test';
-import { API, databaseEnv, freshDatabase, seedAccount, type TestDatabase } from './testing/harness.ts';
+import { test } from 'node:test';
+import { API, seededDatabase } from './testing/harness.ts';
 import { startServerProcess, type ServerProcess } from './testing/server-process.ts';
 
 /**
@@ -9,17 +9,7 @@ import { startServerProcess, type ServerProcess } from './testing/server-process
  * SIGTERM comes is answered; one that arrives after it, on the same connection, is refused with
  * the contract's problem body (not Fastify's own JSON), and the connection is closed.
  */
-let database: TestDatabase;
-let key: string;
-let agentId: string;
-
-before(async () => {
-  database = await freshDatabase();
-  const seeded = await seedAccount(database, 'shutdown@example.test', 1);
-  key = seeded.key;
-  agentId = seeded.agentIds[0]!;
-});
-after(async () => { await database.drop(); });
+const seeded = seededDatabase('shutdown@example.test', 1, { SHUTDOWN_GRACE_MS: '5000' });
 
 /** Opens a kept-alive connection to the server and sends a message on it; what comes back is collected. */
 async function sendOnOpenConnection(server: ServerProcess, text: string) {
@@ -29,20 +19,20 @@ async function sendOnOpenConnection(server: ServerProcess, text: string) {
   socket.setEncoding('utf8').on('data', (chunk: string) => { received += chunk; });
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-  const body = JSON.stringify({ text, agent_id: agentId });
-  socket.write(`POST ${API}/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\n`
+  const body = JSON.stringify({ text, agent_id: seeded.agentIds[0] });
+  socket.write(`POST ${API}/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${seeded.key}\r\nContent-Type: application/json\r\n`
     + `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
   return { socket, closed, received: () => received };
 }
 
 test('SIGTERM: a request arriving on an open connection gets a 503 problem and the connection closes; the one under way is answered', { timeout: 60_000 }, async () => {
-  const server = await startServerProcess({ ...databaseEnv(database), SHUTDOWN_GRACE_MS: '5000' });
+  const server = await startServerProcess(seeded.env);
   const { socket, received: answers, closed } = await sendOnOpenConnection(server, '!sleep 1500 under way');
   try {
     await new Promise((resolve) => setTimeout(resolve, 400)); // the turn is under way
     server.child.kill('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 200)); // the server is closing
-    socket.write(`GET ${API}/agents HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n\r\n`);
+    socket.write(`GET ${API}/agents HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${seeded.key}\r\n\r\n`);
     await closed;
   } finally {
     socket.destroy();
@@ -62,7 +52,7 @@ test('SIGTERM: a request arriving on an open connection gets a 503 problem and t
 });
 
 test('SIGTERM: a kept-alive connection whose request was under way is closed once answered, so the exit does not wait for its keep-alive timeout', { timeout: 60_000 }, async () => {
-  const server = await startServerProcess({ ...databaseEnv(database), SHUTDOWN_GRACE_MS: '5000' });
+  const server = await startServerProcess(seeded.env);
   const exited = new Promise<void>((resolve) => server.child.once('exit', () => resolve()));
   const { socket, received: answers, closed } = await sendOnOpenConnection(server, '!sleep 800 kept alive');
   try {

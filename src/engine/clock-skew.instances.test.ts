@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { openStore } from '../store/store.ts';
-import { databaseEnv, freshDatabase, seedAccount, TEST_DB, type TestDatabase } from '../testing/harness.ts';
+import { seededDatabase, TEST_DB } from '../testing/harness.ts';
 import { postMessage, startServerProcess, transcriptFrom, type ServerProcess } from '../testing/server-process.ts';
 
 /**
@@ -18,24 +18,14 @@ const SKEW_MS = 60_000;
 const PRELOAD = fileURLToPath(new URL('../testing/skewed-clock.ts', import.meta.url));
 
 describe('instances whose clocks are a minute apart', { skip: TEST_DB !== 'postgres' && 'PostgreSQL pass only' }, () => {
-  let database: TestDatabase;
-  let env: Record<string, string>;
-  let key: string;
-  let agentIds: string[];
-
-  before(async () => {
-    database = await freshDatabase();
-    env = { ...databaseEnv(database), WAIT_CEILING_MS: '200', JOB_LEASE_MS: String(LEASE_MS) };
-    ({ key, agentIds } = await seedAccount(database, 'clocks@example.test', 2));
-  });
-  after(async () => { await database.drop(); });
+  const seeded = seededDatabase('clocks@example.test', 2, { WAIT_CEILING_MS: '200', JOB_LEASE_MS: String(LEASE_MS) });
 
   test('none takes over or reruns a turn that another instance is running', { timeout: 60_000 }, async () => {
-    const store = await openStore(database.url, { pgSchema: database.pgSchema! });
+    const store = await openStore(seeded.database.url, { pgSchema: seeded.database.pgSchema! });
     const servers: ServerProcess[] = [];
     const start = async (instance: string, skewMs: number) => {
       const server = await startServerProcess({
-        ...env, INSTANCE_ID: instance, ...(skewMs === 0 ? {} : { NODE_OPTIONS: `--import=${PRELOAD}`, CLOCK_SKEW_MS: String(skewMs) }),
+        ...seeded.env, INSTANCE_ID: instance, ...(skewMs === 0 ? {} : { NODE_OPTIONS: `--import=${PRELOAD}`, CLOCK_SKEW_MS: String(skewMs) }),
       });
       servers.push(server);
       return server;
@@ -45,8 +35,8 @@ describe('instances whose clocks are a minute apart', { skip: TEST_DB !== 'postg
       const behind = await start('behind', -SKEW_MS);
       // Each takes the turn sent to it (it has a free slot and the agent's line is empty).
       const sent = [];
-      for (const [server, agentId, text] of [[onTime, agentIds[0]!, 'on time'], [behind, agentIds[1]!, 'behind']] as const) {
-        const res = await postMessage(server, key, { text: `!sleep 5000 ${text}`, agent_id: agentId }, { prefer: 'wait=0' });
+      for (const [server, agentId, text] of [[onTime, seeded.agentIds[0]!, 'on time'], [behind, seeded.agentIds[1]!, 'behind']] as const) {
+        const res = await postMessage(server, seeded.key, { text: `!sleep 5000 ${text}`, agent_id: agentId }, { prefer: 'wait=0' });
         assert.equal(res.status, 202, JSON.stringify(res.body));
         sent.push({ sessionId: res.body.session_id as string, reply: `You said: ${text}` });
       }
@@ -55,9 +45,9 @@ describe('instances whose clocks are a minute apart', { skip: TEST_DB !== 'postg
       const ahead = await start('ahead', SKEW_MS);
       // The duplicate window is judged by the same clock: a resend through the instance a
       // minute ahead, a moment after the original, is a duplicate of it (not 60 s too late).
-      const original = await postMessage(onTime, key, { text: 'said twice', agent_id: agentIds[0]! }, { prefer: 'wait=0' });
+      const original = await postMessage(onTime, seeded.key, { text: 'said twice', agent_id: seeded.agentIds[0]! }, { prefer: 'wait=0' });
       assert.equal(original.body.status, 'queued', JSON.stringify(original.body));
-      const resent = await postMessage(ahead, key, { text: 'said twice', agent_id: agentIds[0]! }, { prefer: 'wait=0' });
+      const resent = await postMessage(ahead, seeded.key, { text: 'said twice', agent_id: seeded.agentIds[0]! }, { prefer: 'wait=0' });
       assert.equal(resent.body.status, 'duplicate', JSON.stringify(resent.body));
       sent.push({ sessionId: original.body.session_id as string, reply: 'You said: said twice' });
 
@@ -65,7 +55,7 @@ describe('instances whose clocks are a minute apart', { skip: TEST_DB !== 'postg
         const deadline = Date.now() + 20_000;
         let page;
         for (;;) {
-          page = await transcriptFrom(onTime, key, sessionId);
+          page = await transcriptFrom(onTime, seeded.key, sessionId);
           if (page.status === 'idle' && page.messages.length >= 2) break;
           assert.ok(Date.now() < deadline, `no reply in time: ${JSON.stringify(page)}`);
           await new Promise((resolve) => setTimeout(resolve, 100));

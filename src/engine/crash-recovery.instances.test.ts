@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 
 import type { Job } from '../store/schema.ts';
 import { openStore, type Store } from '../store/store.ts';
-import { databaseEnv, freshDatabase, seedAccount, TEST_DB, type TestDatabase } from '../testing/harness.ts';
+import { seededDatabase, TEST_DB } from '../testing/harness.ts';
 import { postMessage, startServerProcess, transcriptFrom, type ServerProcess } from '../testing/server-process.ts';
 
 /**
@@ -22,20 +22,10 @@ const A = 'instance-a';
 const B = 'instance-b';
 
 describe('SIGKILL one of two instances: the other takes its turns over', { skip: TEST_DB !== 'postgres' && 'PostgreSQL pass only' }, () => {
-  let database: TestDatabase;
-  let env: Record<string, string>;
-  let key: string;
-  let agentIds: string[];
+  const seeded = seededDatabase('instances@example.test', 5, { WAIT_CEILING_MS: '200', JOB_LEASE_MS: String(LEASE_MS), SHUTDOWN_GRACE_MS: '3000' });
 
-  before(async () => {
-    database = await freshDatabase();
-    env = { ...databaseEnv(database), WAIT_CEILING_MS: '200', JOB_LEASE_MS: String(LEASE_MS), SHUTDOWN_GRACE_MS: '3000' };
-    ({ key, agentIds } = await seedAccount(database, 'instances@example.test', 5));
-  });
-  after(async () => { await database.drop(); });
-
-  const post = (server: ServerProcess, body: unknown) => postMessage(server, key, body, { prefer: 'wait=0' });
-  const transcriptOf = (server: ServerProcess, sessionId: string) => transcriptFrom(server, key, sessionId);
+  const post = (server: ServerProcess, body: unknown) => postMessage(server, seeded.key, body, { prefer: 'wait=0' });
+  const transcriptOf = (server: ServerProcess, sessionId: string) => transcriptFrom(server, seeded.key, sessionId);
 
   const jobsOf = (store: Store) => store.db.selectFrom('jobs').selectAll().orderBy('id').execute();
 
@@ -51,18 +41,18 @@ describe('SIGKILL one of two instances: the other takes its turns over', { skip:
   }
 
   test('SIGKILL instance A mid-turn: B takes its turns over after their leases expire; each reply lands once', { timeout: 90_000 }, async () => {
-    const store = await openStore(database.url, { pgSchema: database.pgSchema! });
-    const a = await startServerProcess({ ...env, INSTANCE_ID: A, RUNNER_CONCURRENCY: '2' });
+    const store = await openStore(seeded.database.url, { pgSchema: seeded.database.pgSchema! });
+    const a = await startServerProcess({ ...seeded.env, INSTANCE_ID: A, RUNNER_CONCURRENCY: '2' });
     let b: ServerProcess | undefined;
     /** Every accepted message: its session and the reply it must get. */
     const sent: { sessionId: string; text: string; expected: string }[] = [];
     try {
-      b = await startServerProcess({ ...env, INSTANCE_ID: B });
+      b = await startServerProcess({ ...seeded.env, INSTANCE_ID: B });
 
       // Through A: a long first turn per agent (A claims two at insert, B the other two),
       // then a short second turn in the same session, queued behind it.
       const sessions: string[] = [];
-      for (const [i, agentId] of agentIds.slice(0, 4).entries()) {
+      for (const [i, agentId] of seeded.agentIds.slice(0, 4).entries()) {
         const text = `!sleep 5000 first-${i}`;
         const res = await post(a, { text, agent_id: agentId });
         assert.equal(res.status, 202, JSON.stringify(res.body));
@@ -102,7 +92,7 @@ describe('SIGKILL one of two instances: the other takes its turns over', { skip:
       // Sent to B while A is dead: one to an agent whose line A held (queued behind A's
       // interrupted turn and that agent's second one), one to an agent with nothing to do.
       const behindA = heldByA[0]!.agent_id;
-      for (const [text, agentId] of [['sent while A is dead', behindA], ['sent to a free agent while A is dead', agentIds[4]!]] as const) {
+      for (const [text, agentId] of [['sent while A is dead', behindA], ['sent to a free agent while A is dead', seeded.agentIds[4]!]] as const) {
         const res = await post(b, { text, agent_id: agentId });
         assert.ok(res.status === 202 || (res.status === 200 && res.body.status === 'completed'), JSON.stringify(res.body));
         sent.push({ sessionId: res.body.session_id, text, expected: `You said: ${text}` });

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 
 import { openStore } from '../store/store.ts';
-import { databaseEnv, freshDatabase, seedAccount, TEST_DB, type TestDatabase } from '../testing/harness.ts';
+import { seededDatabase, TEST_DB } from '../testing/harness.ts';
 import { postMessage, startServerProcess, transcriptFrom, type ServerProcess } from '../testing/server-process.ts';
 
 /**
@@ -11,20 +11,10 @@ import { postMessage, startServerProcess, transcriptFrom, type ServerProcess } f
  * grace period; what is cut off resumes at the next start.
  */
 
-let database: TestDatabase;
-let env: Record<string, string>;
-let key: string;
-let agentIds: string[];
+const seeded = seededDatabase('crash@example.test', 3, { WAIT_CEILING_MS: '200', JOB_LEASE_MS: '1500', SHUTDOWN_GRACE_MS: '3000' });
 
-before(async () => {
-  database = await freshDatabase();
-  env = { ...databaseEnv(database), WAIT_CEILING_MS: '200', JOB_LEASE_MS: '1500', SHUTDOWN_GRACE_MS: '3000' };
-  ({ key, agentIds } = await seedAccount(database, 'crash@example.test', 3));
-});
-after(async () => { await database.drop(); });
-
-const post = (server: ServerProcess, body: unknown, headers?: Record<string, string>) => postMessage(server, key, body, headers);
-const transcriptOf = (server: ServerProcess, sessionId: string) => transcriptFrom(server, key, sessionId);
+const post = (server: ServerProcess, body: unknown, headers?: Record<string, string>) => postMessage(server, seeded.key, body, headers);
+const transcriptOf = (server: ServerProcess, sessionId: string) => transcriptFrom(server, seeded.key, sessionId);
 
 async function untilIdle(server: ServerProcess, sessionIds: string[], timeoutMs = 30_000) {
   const deadline = Date.now() + timeoutMs;
@@ -37,12 +27,12 @@ async function untilIdle(server: ServerProcess, sessionIds: string[], timeoutMs 
 }
 
 test('SIGKILL mid-turn, restart: every reply lands exactly once', { timeout: 90_000 }, async () => {
-  let server = await startServerProcess(env);
+  let server = await startServerProcess(seeded.env);
   const sent: { sessionId: string; expected: string }[] = [];
   try {
     // Per agent: one turn running (a long sleep) and two queued behind it.
     for (let round = 0; round < 3; round++) {
-      for (const [i, agentId] of agentIds.entries()) {
+      for (const [i, agentId] of seeded.agentIds.entries()) {
         const word = `reply-${round}-${i}`;
         const res = await post(server, { text: `!sleep ${round === 0 ? 2500 : 300} ${word}`, agent_id: agentId });
         assert.equal(res.status, 202, JSON.stringify(res.body));
@@ -56,7 +46,7 @@ test('SIGKILL mid-turn, restart: every reply lands exactly once', { timeout: 90_
     assert.equal(gone.signal, 'SIGKILL');
   }
 
-  server = await startServerProcess(env);
+  server = await startServerProcess(seeded.env);
   try {
     const pages = await untilIdle(server, sent.map((s) => s.sessionId));
     for (const [i, page] of pages.entries()) {
@@ -72,12 +62,12 @@ test('SIGKILL mid-turn, restart: every reply lands exactly once', { timeout: 90_
 
 /** Starts a server, sends `text`, sends SIGTERM while the turn runs; returns what the database holds right after exit. */
 async function sigtermDuring(text: string, agentId: string, graceMs: number) {
-  const server = await startServerProcess({ ...env, SHUTDOWN_GRACE_MS: String(graceMs) });
+  const server = await startServerProcess({ ...seeded.env, SHUTDOWN_GRACE_MS: String(graceMs) });
   const res = await post(server, { text, agent_id: agentId });
   assert.equal(res.status, 202);
   const exit = await server.kill('SIGTERM');
   assert.equal(exit.code, 0, 'a graceful shutdown exits 0');
-  const store = await openStore(database.url, database.pgSchema ? { pgSchema: database.pgSchema } : {});
+  const store = await openStore(seeded.database.url, seeded.database.pgSchema ? { pgSchema: seeded.database.pgSchema } : {});
   try {
     const job = await store.db.selectFrom('jobs').select(['status']).where('session_id', '=', res.body.session_id).executeTakeFirstOrThrow();
     const replies = await store.db.selectFrom('turns').select(['text']).where('session_id', '=', res.body.session_id).where('role', '=', 'agent').execute();
@@ -88,7 +78,7 @@ async function sigtermDuring(text: string, agentId: string, graceMs: number) {
 }
 
 async function repliesAfterRestart(sessionId: string): Promise<string[]> {
-  const again = await startServerProcess(env);
+  const again = await startServerProcess(seeded.env);
   try {
     const [page] = await untilIdle(again, [sessionId]);
     return page.messages.filter((m: any) => m.role === 'agent').map((m: any) => m.text);
@@ -98,14 +88,14 @@ async function repliesAfterRestart(sessionId: string): Promise<string[]> {
 }
 
 test('SIGTERM: a running turn finishes within the grace period, before the process exits', { timeout: 60_000 }, async () => {
-  const atExit = await sigtermDuring('!sleep 800 finished before exit', agentIds[0]!, 5000);
+  const atExit = await sigtermDuring('!sleep 800 finished before exit', seeded.agentIds[0]!, 5000);
   assert.equal(atExit.jobStatus, 'done');
   assert.deepEqual(atExit.replies, ['You said: finished before exit']);
   assert.deepEqual(await repliesAfterRestart(atExit.sessionId), ['You said: finished before exit'], 'and it does not run again');
 });
 
 test('SIGTERM: a turn longer than the grace period is given back and completes once after restart', { timeout: 60_000 }, async () => {
-  const atExit = await sigtermDuring('!sleep 1500 after restart', agentIds[1]!, 200);
+  const atExit = await sigtermDuring('!sleep 1500 after restart', seeded.agentIds[1]!, 200);
   assert.equal(atExit.jobStatus, 'queued', 'given back to the queue');
   assert.deepEqual(atExit.replies, []);
   assert.deepEqual(await repliesAfterRestart(atExit.sessionId), ['You said: after restart']);
@@ -115,7 +105,7 @@ test('SIGTERM: a turn longer than the grace period is given back and completes o
 async function assertRunOnceBy(server: ServerProcess, sessionId: string, reply: string) {
   const pages = await untilIdle(server, [sessionId]);
   assert.deepEqual(pages[0].messages.filter((m: any) => m.role === 'agent').map((m: any) => m.text), [reply]);
-  const store = await openStore(database.url, database.pgSchema ? { pgSchema: database.pgSchema } : {});
+  const store = await openStore(seeded.database.url, seeded.database.pgSchema ? { pgSchema: seeded.database.pgSchema } : {});
   try {
     const [job] = await store.db.selectFrom('jobs').select(['attempts', 'status']).where('session_id', '=', sessionId).execute();
     assert.deepEqual({ ...job }, { attempts: 1, status: 'done' }, 'run once, by the server that took it');
@@ -125,11 +115,11 @@ async function assertRunOnceBy(server: ServerProcess, sessionId: string, reply: 
 }
 
 test('a second server started by mistake on the port of a running one fails without touching the work under way', { timeout: 60_000 }, async () => {
-  const server = await startServerProcess(env);
+  const server = await startServerProcess(seeded.env);
   try {
-    const res = await post(server, { text: '!sleep 1500 still mine', agent_id: agentIds[2]! }, { prefer: 'wait=0' });
+    const res = await post(server, { text: '!sleep 1500 still mine', agent_id: seeded.agentIds[2]! }, { prefer: 'wait=0' });
     assert.equal(res.status, 202, JSON.stringify(res.body));
-    await assert.rejects(startServerProcess({ ...env, PORT: new URL(server.url).port }), /exited before listening/);
+    await assert.rejects(startServerProcess({ ...seeded.env, PORT: new URL(server.url).port }), /exited before listening/);
     await assertRunOnceBy(server, res.body.session_id, 'You said: still mine');
   } finally {
     await server.kill('SIGKILL');
@@ -137,11 +127,11 @@ test('a second server started by mistake on the port of a running one fails with
 });
 
 test('SQLite: a second server on another port but the same file is refused before it listens, and the work under way runs once', { skip: TEST_DB !== 'sqlite' && 'PostgreSQL takes several instances', timeout: 60_000 }, async () => {
-  const server = await startServerProcess(env);
+  const server = await startServerProcess(seeded.env);
   try {
-    const res = await post(server, { text: '!sleep 1500 only once', agent_id: agentIds[2]! }, { prefer: 'wait=0' });
+    const res = await post(server, { text: '!sleep 1500 only once', agent_id: seeded.agentIds[2]! }, { prefer: 'wait=0' });
     assert.equal(res.status, 202, JSON.stringify(res.body));
-    const second = await startServerProcess(env).catch((error: Error) => error);
+    const second = await startServerProcess(seeded.env).catch((error: Error) => error);
     if (!(second instanceof Error)) {
       await second.kill('SIGTERM');
       assert.fail('a second server started on the same SQLite file');
@@ -153,6 +143,6 @@ test('SQLite: a second server on another port but the same file is refused befor
     await server.kill('SIGKILL');
   }
   // The lock dies with its process: after a SIGKILL the next server starts at once.
-  const next = await startServerProcess(env);
+  const next = await startServerProcess(seeded.env);
   await next.kill('SIGTERM');
 });

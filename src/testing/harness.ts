@@ -2,6 +2,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import { after, before } from 'node:test';
 import pg from 'pg';
 import { buildApp } from '../app.ts';
 import type { ToolRegistry } from '../brains/tools.ts';
@@ -62,6 +63,30 @@ export function testConfig(database: TestDatabase, overrides: Partial<Config> = 
  * A pro user with `agents` agents and one API key (10,000 a minute), written straight to
  * `database`: for tests whose server runs as a child process, set up before it starts.
  */
+/** A fresh database with one pro account, for tests that start real server processes (see seededDatabase). */
+export interface SeededDatabase {
+  database: TestDatabase;
+  /** What a server process needs to use it, extra settings included. */
+  env: Record<string, string>;
+  key: string;
+  agentIds: string[];
+}
+
+/**
+ * Registers in the calling file (or suite) a fresh database seeded with one pro account before its
+ * tests, and its removal after them. The fields are there once `before` has run.
+ */
+export function seededDatabase(email: string, agents: number, extraEnv: Record<string, string> = {}): SeededDatabase {
+  const seeded = {} as SeededDatabase;
+  before(async () => {
+    seeded.database = await freshDatabase();
+    seeded.env = { ...databaseEnv(seeded.database), ...extraEnv };
+    Object.assign(seeded, await seedAccount(seeded.database, email, agents));
+  });
+  after(async () => { await seeded.database?.drop(); });
+  return seeded;
+}
+
 export async function seedAccount(database: TestDatabase, email: string, agents: number): Promise<{ key: string; agentIds: string[] }> {
   const runtime = await createRuntime(testConfig(database), database.pgSchema ? { pgSchema: database.pgSchema } : {});
   try {
