@@ -14,10 +14,9 @@ import { findUnstorableText, Problem, unstorableTextProblem } from './domain/pro
 import { sendProblem } from './channels/api/problem-reply.ts';
 import { accessLogFields } from './observability/access-log.ts';
 import { installMetrics } from './observability/metrics.ts';
-import { installJsonBodyParser } from './channels/json-body.ts';
+import { BODY_LIMIT_BYTES, installJsonBodyParser } from './channels/json-body.ts';
 import type { Runtime } from './runtime.ts';
 
-export const BODY_LIMIT_BYTES = 1024 * 1024;
 
 /**
  * The most requests one connection may have whose answers are not yet written out (HTTP/1.1

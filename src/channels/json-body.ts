@@ -4,6 +4,9 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { findUnstorableText, Problem, unstorableTextProblem } from '../domain/problems.ts';
 import { bodyNotJson, bodyTooLarge } from './api/plugins/errors.ts';
 
+/** The largest body any request may carry (contract §0: 413 past it); the app's Fastify bodyLimit. */
+export const BODY_LIMIT_BYTES = 1024 * 1024;
+
 /** Fastify's own JSON parser (prototype poisoning removed, as the app is configured). */
 type JsonParser = ReturnType<FastifyInstance['getDefaultJsonParser']>;
 const jsonParserOf = (app: FastifyInstance): JsonParser => app.getDefaultJsonParser('remove', 'remove');
@@ -58,7 +61,7 @@ export type GetBodyJudge = (request: FastifyRequest) => Promise<void> | null;
  */
 export function getBodyJudge(scope: FastifyInstance): GetBodyJudge {
   const parseJson = jsonParserOf(scope);
-  const limit = scope.initialConfig.bodyLimit ?? 1024 * 1024;
+  const limit = scope.initialConfig.bodyLimit ?? BODY_LIMIT_BYTES;
   const judge = async (request: FastifyRequest): Promise<void> => {
     const body = await readAtMost(request.raw, limit);
     if (body.length === 0) return; // framed as a body (chunked, say), yet empty: none

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.ts';
+import { parseApiKey } from '../domain/api-key.ts';
 import { Problem } from '../domain/problems.ts';
 import { createRuntime } from '../runtime.ts';
 import type { Services } from '../services/services.ts';
@@ -42,7 +43,7 @@ class UsageError extends Error {}
  */
 function keyIdFlag(flags: Flags): string {
   const value = required(flags, 'key-id');
-  return /^ak_([A-Za-z0-9]+)(?:_|$)/.exec(value)?.[1] ?? value;
+  return parseApiKey(value)?.keyId ?? /^ak_([A-Za-z0-9]+)$/.exec(value)?.[1] ?? value;
 }
 
 /** Runs a command on one key; a key that is not there is said with where its id can be found. */
@@ -146,7 +147,7 @@ export async function run(argv: string[]): Promise<number> {
   const command = COMMANDS[name];
   if (!command || words.length > 2) {
     // A whole key typed where a flag was meant is not echoed: its secret part is left out.
-    const shown = words.map((word) => word.replace(/^(ak_[A-Za-z0-9]+)_[A-Za-z0-9]+$/, '$1_…'));
+    const shown = words.map((word) => { const key = parseApiKey(word); return key ? `ak_${key.keyId}_…` : word; });
     process.stderr.write(`unknown command "${shown.join(' ')}"\n\n${USAGE}\n`);
     return 2;
   }

@@ -3,7 +3,7 @@
  * new ts is max(now, previous + 1 µs), so string order is time order and never repeats.
  */
 
-const TS_PATTERN = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{6})Z$/;
+export const TS_PATTERN = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{6})Z$/;
 
 export function nowMicros(): bigint {
   return BigInt(Math.round((performance.timeOrigin + performance.now()) * 1000));

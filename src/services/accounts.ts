@@ -6,6 +6,7 @@ import { Problem } from '../domain/problems.ts';
 import type { DB, Plan, Role, User } from '../store/schema.ts';
 import { isUniqueViolation, type Store } from '../store/store.ts';
 import { isoNow } from './clock.ts';
+import { isoNowOf } from '../store/shared-clock.ts';
 
 export const EmailSchema = z.string().trim().toLowerCase().max(254).pipe(z.email({ message: 'must be an email address' }));
 export const PasswordSchema = z.string().min(8, 'must be at least 8 characters').max(256);
@@ -44,7 +45,7 @@ export class AccountsService {
     const password = parseOrThrow(PasswordSchema, input.password, 'password');
     const plan = parseOrThrow(PlanSchema, input.plan ?? 'free', 'plan');
     const passwordHash = await hashPassword(password, this.deps.scryptCostLog2);
-    const now = new Date(this.deps.store.clock.now()).toISOString(); // workspaces are listed oldest first
+    const now = isoNowOf(this.deps.store.clock); // workspaces are listed oldest first
     const user: User = { id: newId('user'), email, password_hash: passwordHash, plan, created_at: now };
     try {
       await this.db.transaction().execute(async (trx) => {

@@ -5,6 +5,7 @@ import type { Agent } from '../store/schema.ts';
 import { AccountReadCache } from '../store/account-cache.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
+import { isoNowOf } from '../store/shared-clock.ts';
 import type { AccountsService } from './accounts.ts';
 import { parseOrThrow } from './accounts.ts';
 
@@ -97,7 +98,7 @@ export class AgentsService {
         throw new Problem('agent_limit_reached', `The ${caller.plan} plan allows ${limit} agent${limit === 1 ? '' : 's'}; this account has reached it.`);
       }
       // By the shared clock: agents are listed oldest first, whichever instance made them.
-      const agent = { id: newId('agent'), workspace_id: workspaceId, name: parsed.agent_name, created_by: userId, created_at: new Date(this.deps.store.clock.now()).toISOString() };
+      const agent = { id: newId('agent'), workspace_id: workspaceId, name: parsed.agent_name, created_by: userId, created_at: isoNowOf(this.deps.store.clock) };
       await trx.insertInto('agents').values(agent).execute();
       return toAgentView(agent);
     });

@@ -7,6 +7,7 @@ import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
 import { parseOrThrow } from './accounts.ts';
 import { isoNow } from './clock.ts';
+import { isoNowOf } from '../store/shared-clock.ts';
 
 export interface KeysDeps {
   store: Store;
@@ -70,7 +71,7 @@ export class KeysService {
   async create(userId: string, input: CreateKeyInput): Promise<{ key: KeyView; token: string }> {
     const parsed = parseOrThrow(createKeyInputSchema(this.deps.maxRateLimitPerMinute), input);
     const { keyId, secret, token } = generateApiKey();
-    const now = new Date(this.deps.store.clock.now()); // its expiry is judged by every instance
+    const now = this.sharedNow(); // its expiry is judged by every instance
     const row = {
       id: keyId,
       user_id: userId,
@@ -113,7 +114,7 @@ export class KeysService {
   async countActive(userId: string): Promise<number> {
     const { count } = await this.deps.store.db.selectFrom('api_keys').select((eb) => eb.fn.countAll<number>().as('count'))
       .where('user_id', '=', userId).where('status', '=', 'active')
-      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', this.sharedNow().toISOString())])).executeTakeFirstOrThrow();
+      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', isoNowOf(this.deps.store.clock))])).executeTakeFirstOrThrow();
     return Number(count);
   }
 

@@ -9,6 +9,7 @@ import { appendTurn, appendTurnIfSessionExists } from '../store/repos/transcript
 import type { DB, Job } from '../store/schema.ts';
 import type { Store } from '../store/store.ts';
 import { isoNow } from './clock.ts';
+import { isoNowOf } from '../store/shared-clock.ts';
 import { settleMission } from './missions.ts';
 
 /** What a job carries: the brain input of one unit of work, and the mission it continues. */
@@ -126,7 +127,7 @@ export class TurnWorker implements JobHandler {
 
   private async record(trx: Transaction<DB>, stage: Stage, job: Job, payload: JobPayload, result: BrainResult) {
     // By the shared clock: pending actions and open questions are listed oldest first, whichever instance drafted them.
-    const now = new Date(this.store.clock.now()).toISOString();
+    const now = isoNowOf(this.store.clock);
     const turn = await appendTurn(trx, this.store.dialect, { sessionId: job.session_id, role: 'agent', text: result.reply, jobId: job.id });
     if (payload.kind === 'action_approved') {
       await trx.updateTable('actions').set({ status: 'done' })

@@ -14,6 +14,9 @@ export interface SharedClock {
 
 export const systemClock: SharedClock = { now: () => Date.now() };
 
+/** The shared clock's now as an RFC 3339 UTC string, as the tables keep times. */
+export const isoNowOf = (clock: SharedClock): string => new Date(clock.now()).toISOString();
+
 /** How many of the latest offset measurements are kept, to know how quick a quick one is. */
 const SAMPLES_KEPT = 5;
 

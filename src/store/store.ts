@@ -59,8 +59,6 @@ export interface OpenStoreOptions {
   pgPoolSize?: number;
   /** SQLite: when commits are synced to disk (see SqliteSynchronous); `full` unless set. */
   sqliteSynchronous?: SqliteSynchronous;
-  /** PostgreSQL: this machine's clock, which the shared clock corrects (tests give one that is off). */
-  systemNow?: () => number;
 }
 
 /** How often an instance on PostgreSQL measures its clock's offset from the database server's again. */
@@ -193,10 +191,9 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
       readMs: async () => Number((await client.query<{ ms: number }>('select extract(epoch from clock_timestamp())::float8 * 1000 as ms')).rows[0]!.ms),
       release: () => client.release(),
     };
-  }, options.systemNow);
+  });
   try {
-    // The first round trip also opens a connection: the quicker ones after it are the ones trusted.
-    for (let i = 0; i < 3; i++) await clock.sync();
+    await clock.sync();
   } catch (error) {
     await db.destroy();
     throw error;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { checkMessageText, Problem } from '../../../domain/problems.ts';
+import { checkMessageText, Problem, TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { API_PREFIX } from '../prefix.ts';
 import { callerOf } from '../plugins/auth.ts';
@@ -10,7 +10,7 @@ import { hangUpSignal } from '../../hang-up.ts';
 const SendBody = z.object({
   // Checked by checkMessageText (422 text_empty / text_too_long, codes of their own); the bounds document it.
   text: z.string().meta({
-    description: 'The message, 1–32,000 characters (Unicode code points), not blank.', example: 'Summarise my unread email.', minLength: 1, maxLength: 32_000,
+    description: 'The message, 1–32,000 characters (Unicode code points), not blank.', example: 'Summarise my unread email.', minLength: 1, maxLength: TEXT_MAX_LENGTH,
   }),
   // No length bound of their own (the body's 1 MiB bounds them): an id that cannot be one is
   // simply not found, as on every other route.

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
+import { TS_PATTERN } from '../../../domain/turn-clock.ts';
 import { callerOf } from '../plugins/auth.ts';
 import { COMMON_PROBLEMS, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
@@ -7,7 +8,7 @@ const TranscriptQuery = z.object({
   // Validated by the transcript (a real date and time, in the one format a ts has); the pattern documents the format.
   after: z.string().max(64).optional().meta({
     description: 'A turn `ts` (RFC 3339 UTC with exactly six fractional digits); only newer turns are returned.',
-    example: '2026-11-22T12:34:56.789012Z', pattern: '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{6}Z$',
+    example: '2026-11-22T12:34:56.789012Z', pattern: TS_PATTERN.source,
   }),
   // Validated as the digits of a query string (no "1e2" or " 5"); documented as what it means.
   limit: z.string().regex(/^\d{1,4}$/, 'must be an integer from 1 to 200').optional()

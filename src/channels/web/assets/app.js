@@ -95,16 +95,12 @@ document.addEventListener('click', async (event) => {
     log.scrollTop = log.scrollHeight;
   }
 
-  // What the conversation left waiting for this person, with the way to the inbox.
+  // What the conversation left waiting for this person (worded by the server), with the way to the inbox.
   const waitingNote = root.querySelector('[data-chat-waiting]');
   function showWaiting(waiting) {
     if (!waitingNote) return;
-    const plural = (n, one, many) => n + ' ' + (n === 1 ? one : many);
-    const parts = [];
-    if (waiting.actions) parts.push(plural(waiting.actions, 'action', 'actions') + ' to approve or reject');
-    if (waiting.questions) parts.push(plural(waiting.questions, 'question', 'questions') + ' to answer');
-    waitingNote.querySelector('[data-chat-waiting-text]').textContent = parts.join(' and ');
-    waitingNote.hidden = parts.length === 0;
+    waitingNote.querySelector('[data-chat-waiting-text]').textContent = waiting.text;
+    waitingNote.hidden = !waiting.text;
   }
 
   async function poll() {

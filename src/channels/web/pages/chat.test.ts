@@ -74,7 +74,7 @@ test('happy: what a conversation leaves waiting for you is named, with the way t
   assert.match(note((await web.get(location)).body), /1 action to approve or reject and 1 question to answer/);
   // The script learns it from the transcript once the turn has ended.
   const polled = await web.get(`/conversations/${sessionId}/messages.json`, { accept: 'application/json' });
-  assert.deepEqual(polled.json().waiting, { actions: 1, questions: 1 });
+  assert.deepEqual(polled.json().waiting, { actions: 1, questions: 1, text: '1 action to approve or reject and 1 question to answer' });
 
   const { actions } = await t.runtime.services.missions.listActions(userId, { sessionId });
   await t.runtime.services.missions.decide(userId, [{ operation_id: actions[0]!.operation_id, decision: 'reject' }]);
@@ -86,7 +86,7 @@ test('happy: what a conversation leaves waiting for you is named, with the way t
     settled = (await web.get(`/conversations/${sessionId}/messages.json`, { accept: 'application/json' })).json();
     if (!settled.waiting) await new Promise((r) => setTimeout(r, 100)); // the outcomes' turns still run
   }
-  assert.deepEqual(settled.waiting, { actions: 0, questions: 0 });
+  assert.deepEqual(settled.waiting, { actions: 0, questions: 0, text: '' });
 });
 
 test('happy: a message queued behind another shows the queued state', async () => {

@@ -76,7 +76,8 @@ export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void
     if (!transcript) return reply.code(404).send({ error: 'session_not_found' });
     // Once the turn has ended (the chat stops polling then): what it left waiting for this person.
     if (transcript.status !== 'idle' || transcript.has_more) return reply.send(transcript);
-    return reply.send({ ...transcript, waiting: await waitingOnYou(ctx, session.userId, transcript.session_id) });
+    const waiting = await waitingOnYou(ctx, session.userId, transcript.session_id);
+    return reply.send({ ...transcript, waiting: { ...waiting, text: waitingText(waiting) } }); // the script shows the text as it is
   }));
 }
 
@@ -99,14 +100,19 @@ export async function waitingOnYou(ctx: WebContext, userId: string, sessionId: s
   return { actions: actions.length, questions: questions.length };
 }
 
-/** The chat's pointer to the inbox; hidden (for the script to fill in) while nothing waits. */
-export function waitingNotice(waiting: WaitingOnYou | null): SafeHtml {
-  const parts = [
+/** What waits, in words ("1 action to approve or reject and 2 questions to answer"); empty when nothing does. */
+function waitingText(waiting: WaitingOnYou | null): string {
+  return [
     waiting?.actions ? `${waiting.actions} action${waiting.actions === 1 ? '' : 's'} to approve or reject` : '',
     waiting?.questions ? `${waiting.questions} question${waiting.questions === 1 ? '' : 's'} to answer` : '',
-  ].filter(Boolean);
-  return html`<p class="notice notice-info chat-waiting" data-chat-waiting${parts.length ? '' : html` hidden`}>Waiting for you in this conversation:
-    <span data-chat-waiting-text>${parts.join(' and ')}</span>. <a href="/inbox">Open the inbox</a></p>`;
+  ].filter(Boolean).join(' and ');
+}
+
+/** The chat's pointer to the inbox; hidden (for the script to fill in) while nothing waits. */
+export function waitingNotice(waiting: WaitingOnYou | null): SafeHtml {
+  const text = waitingText(waiting);
+  return html`<p class="notice notice-info chat-waiting" data-chat-waiting${text ? '' : html` hidden`}>Waiting for you in this conversation:
+    <span data-chat-waiting-text>${text}</span>. <a href="/inbox">Open the inbox</a></p>`;
 }
 
 /** A transcript the user may read, or null (missing, someone else's, or a malformed id). */
