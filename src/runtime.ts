@@ -50,7 +50,7 @@ export async function createRuntime(
       services.housekeeping.start(60_000, (error) => logError(error, 'housekeeping'));
     },
     async close(graceMs = 0) {
-      services.housekeeping.stop();
+      await services.housekeeping.stop();
       await theEngine.stop(graceMs);
       await rateLimiter.close();
       await bus.close();

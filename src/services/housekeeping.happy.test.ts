@@ -34,13 +34,13 @@ test('the periodic sweep closes orphaned missions by itself, with nobody listing
   assert.deepEqual(await state(), { action: 'pending', mission: 'waiting' });
 
   const { housekeeping } = t.runtime.services;
-  housekeeping.stop(); // the runtime's timer runs every minute; this one every 50 ms
+  await housekeeping.stop(); // the runtime's timer runs every minute; this one every 50 ms
   const errors: unknown[] = [];
   housekeeping.start(50, (error) => errors.push(error));
   try {
     for (let i = 0; i < 200 && (await state()).mission !== 'closed'; i++) await new Promise((resolve) => setTimeout(resolve, 25));
   } finally {
-    housekeeping.stop();
+    await housekeeping.stop();
   }
   assert.deepEqual(await state(), { action: 'closed', mission: 'closed' });
   assert.deepEqual(errors, []);
@@ -52,4 +52,34 @@ test('on PostgreSQL, the rate-limit rows of keys idle for a whole window are del
   await past.take('idle-key', 3);
   const swept = await t.runtime.services.housekeeping.runOnce();
   assert.equal(swept.rateLimitRows, 1);
+});
+
+test('on PostgreSQL, a sweep held up is never run twice at once, and stop() waits for it to end', { skip: TEST_DB !== 'postgres', timeout: 20_000 }, async () => {
+  const pool = t.runtime.store.pgPool!;
+  const { housekeeping } = t.runtime.services;
+  await housekeeping.stop();
+  // Another session holds the first table the sweep deletes from, so the sweep waits on it.
+  const blocker = await pool.connect();
+  const observer = await pool.connect(); // its own connection: overlapping sweeps could take every other one
+  await blocker.query('begin');
+  await blocker.query('lock table idempotency_keys in access exclusive mode');
+  const waiting = async () => Number((await observer.query(
+    "select count(*) as n from pg_locks where not granted and relation = 'idempotency_keys'::regclass")).rows[0].n);
+  let stopped = false;
+  try {
+    housekeeping.start(5);
+    for (let i = 0; i < 200 && (await waiting()) === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    await new Promise((resolve) => setTimeout(resolve, 100)); // twenty more ticks
+    assert.equal(await waiting(), 1, 'one sweep waits; the ticks behind it started none');
+    const stopping = housekeeping.stop().then(() => { stopped = true; });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(stopped, false, 'stop() waits for the sweep under way');
+    await blocker.query('commit');
+    await stopping;
+    assert.equal(await waiting(), 0);
+  } finally {
+    if (!stopped) await blocker.query('rollback').catch(() => {});
+    blocker.release();
+    observer.release();
+  }
 });

@@ -9,6 +9,8 @@ import type { MissionsService } from './missions.ts';
  */
 export class Housekeeping {
   private timer: NodeJS.Timeout | null = null;
+  /** The run under way, if any: a tick never starts a second one, and stop() waits for it. */
+  private running: Promise<unknown> | null = null;
   private readonly deps: { store: Store; missions: MissionsService; idempotencyTtlMs: number; duplicateWindowMs: number };
 
   constructor(deps: Housekeeping['deps']) {
@@ -17,13 +19,18 @@ export class Housekeeping {
 
   start(everyMs = 60_000, onError: (error: unknown) => void = () => {}): void {
     if (this.timer) return;
-    this.timer = setInterval(() => this.runOnce().catch(onError), everyMs);
+    this.timer = setInterval(() => {
+      if (this.running) return; // a slow sweep (a grown database) is not run twice at once
+      this.running = this.runOnce().catch(onError).finally(() => { this.running = null; });
+    }, everyMs);
     this.timer.unref();
   }
 
-  stop(): void {
+  /** Stops the timer and waits for a run under way, so that nothing runs after (the store may close next). */
+  async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    await this.running;
   }
 
   /** `now` by the store's clock, which the records' times were written by, whichever instance wrote them. */
