@@ -165,18 +165,15 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     // at; of the input twins it also emits (`AgentInput`, …), only those something refers to.
     transformObject: (input) => withoutUnreferencedSchemas(jsonSchemaTransformObject(input)),
   });
-  await app.register(swaggerUi, {
-    routePrefix: '/docs',
-    uiConfig: { validatorUrl: null } as Record<string, unknown>,
-    // The explorer lives on the web app's origin: no other site may frame it (clickjacking).
-    uiHooks: {
-      onRequest: (_request, reply, done) => {
-        reply.header('X-Frame-Options', 'DENY');
-        reply.header('Content-Security-Policy', "frame-ancestors 'none'");
-        reply.header('X-Content-Type-Options', 'nosniff');
-        done();
-      },
-    },
+  // The explorer lives on the web app's origin: no other site may frame it (clickjacking). A
+  // scope of its own, so that the hook covers its static files too (uiHooks would not).
+  await app.register(async (docs) => {
+    docs.addHook('onRequest', async (_request, reply) => {
+      reply.header('X-Frame-Options', 'DENY');
+      reply.header('Content-Security-Policy', "frame-ancestors 'none'");
+      reply.header('X-Content-Type-Options', 'nosniff');
+    });
+    await docs.register(swaggerUi, { routePrefix: '/docs', uiConfig: { validatorUrl: null } as Record<string, unknown> });
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 

@@ -80,10 +80,16 @@ async function readAtMost(stream: IncomingMessage, limit: number): Promise<Buffe
   if (Number(stream.headers['content-length']) > limit) throw bodyTooLarge();
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of stream) {
-    size += (chunk as Buffer).length;
-    if (size > limit) throw bodyTooLarge();
-    chunks.push(chunk as Buffer);
+  try {
+    for await (const chunk of stream) {
+      size += (chunk as Buffer).length;
+      if (size > limit) break;
+      chunks.push(chunk as Buffer);
+    }
+  } catch {
+    // The client hung up mid-body: its mistake (Fastify's own reader says 400 too), not ours.
+    throw new Problem('malformed_request', 'The body ended before its announced length.');
   }
+  if (size > limit) throw bodyTooLarge();
   return Buffer.concat(chunks);
 }

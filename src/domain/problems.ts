@@ -14,8 +14,11 @@ export const PROBLEMS = {
   workspace_not_found: { status: 404, title: 'Workspace not found' },
   not_found: { status: 404, title: 'Not found' },
   idempotency_key_in_use: { status: 409, title: 'Idempotency key in use' },
+  // The docs' static files only (conditional and range requests that cannot be met).
+  precondition_failed: { status: 412, title: 'Precondition failed' },
   payload_too_large: { status: 413, title: 'Payload too large' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type' },
+  range_not_satisfiable: { status: 416, title: 'Range not satisfiable' },
   text_empty: { status: 422, title: 'Text is empty' },
   text_too_long: { status: 422, title: 'Text is too long' },
   agent_required: { status: 422, title: 'Agent required' },

@@ -112,6 +112,19 @@ export function cookieOptions(request: FastifyRequest, extra: { maxAge?: number;
 }
 
 /** A form field as one string (first value if repeated), or ''. */
+/**
+ * A query parameter sent twice (`?session=a&session=b`) counts by its first value, as a form
+ * field does (formValue): the pages read every parameter as one string.
+ */
+export function collapseRepeatedParameters(query: unknown): void {
+  if (!query || typeof query !== 'object') return;
+  const parameters = query as Record<string, unknown>;
+  for (const name of Object.keys(parameters)) {
+    const value = parameters[name];
+    if (Array.isArray(value)) parameters[name] = value[0];
+  }
+}
+
 export function formValue(body: unknown, name: string): string {
   if (!body || typeof body !== 'object') return '';
   const value = (body as Record<string, unknown>)[name];

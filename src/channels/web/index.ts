@@ -7,7 +7,7 @@ import { randomBase62 } from '../../domain/ids.ts';
 import { findUnstorableText, Problem, unstorableTextProblem } from '../../domain/problems.ts';
 import type { Runtime } from '../../runtime.ts';
 import { WebSessionsService } from '../../services/web-sessions.ts';
-import { errorPage, formValue, PRE_COOKIE, SESSION_COOKIE, cookieOptions, tokensEqual, wantsJson, type WebContext } from './context.ts';
+import { collapseRepeatedParameters, errorPage, formValue, PRE_COOKIE, SESSION_COOKIE, cookieOptions, tokensEqual, wantsJson, type WebContext } from './context.ts';
 import { Sealer } from './flash.ts';
 import { LoginThrottle, type ThrottleOptions } from './throttle.ts';
 import { accountRoutes } from './pages/account.ts';
@@ -99,9 +99,14 @@ export function webChannel(runtime: Runtime, options: WebChannelOptions = {}) {
     // The stored-text rule for what the pages read (see setValidatorCompiler in app.ts), then
     // CSRF, second line: every unsafe request carries the session's token (a form field or a header).
     scope.addHook('preHandler', async (request, reply) => {
+      collapseRepeatedParameters(request.query);
       const path = findUnstorableText(request.query) ?? findUnstorableText(request.params) ?? findUnstorableText(request.body);
       if (path !== null) throw unstorableTextProblem(path);
       if (!UNSAFE_METHODS.has(request.method)) return;
+      // A client gone before its form is handled is not served: nothing is done for an answer
+      // nobody can read. (Its socket may not say so yet; its address, which the log-in throttle
+      // counts by, is gone already.)
+      if (request.raw.socket.destroyed || !request.raw.socket.remoteAddress) return reply.code(400).send();
       const sent = formValue(request.body, '_csrf') || String(request.headers['x-csrf-token'] ?? '');
       if (!tokensEqual(sent, request.csrfToken)) {
         if (wantsJson(request)) return reply.code(403).send({ error: 'csrf', message: 'Reload the page and try again.' });
@@ -130,7 +135,7 @@ export function webChannel(runtime: Runtime, options: WebChannelOptions = {}) {
       'favicon.svg': loadAsset('favicon.svg', 'image/svg+xml'),
     };
     scope.get<{ Params: { name: string } }>('/assets/:name', async (request, reply) => {
-      const asset = assets[request.params.name];
+      const asset = Object.hasOwn(assets, request.params.name) ? assets[request.params.name] : undefined; // not `constructor` & co.
       if (!asset) return errorPage(request, reply, 404, 'Page not found', 'There is no such file.');
       reply.header('ETag', asset.etag).header('Cache-Control', 'public, max-age=300, must-revalidate');
       if (request.headers['if-none-match'] === asset.etag) return reply.code(304).send();

@@ -3,7 +3,7 @@ import { connect, type AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import { sql } from 'kysely';
-import { buildApp } from '../../../app.ts';
+import { buildApp, type AppOptions } from '../../../app.ts';
 import { API, startTestApp, type TestApp, type TestUser, withTestApp } from '../../../testing/harness.ts';
 
 let t: TestApp;
@@ -171,8 +171,8 @@ test('a request whose body never finishes arriving gets 408 request_timeout once
 });
 
 /** The app of this file listening on a free loopback port (inject never reaches Node's parser). */
-async function withListening(config: Partial<TestApp['config']> = {}) {
-  const app = await buildApp({ ...t.runtime, config: { ...t.runtime.config, ...config } }, { logger: false });
+async function withListening(config: Partial<TestApp['config']> = {}, logger: AppOptions['logger'] = false) {
+  const app = await buildApp({ ...t.runtime, config: { ...t.runtime.config, ...config } }, { logger });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const { port } = app.server.address() as AddressInfo;
   return { port, close: () => app.close() };
@@ -292,5 +292,43 @@ test('a NUL character in a query string is a 422 naming the field, never a 500 (
   // A parameter no route reads is ignored, NUL or not, like any other unknown one.
   for (const url of [`${API}/questions?session_id=a%00b`, `${API}/agents?x=%00`]) {
     assert.equal((await t.inject({ method: 'GET', url, headers: u.auth })).statusCode, 200, url);
+  }
+});
+
+test('the docs\' static files answer a path outside their folder, a failed precondition and an unmet range with a 4xx problem, never a 500', async () => {
+  assertProblem(await t.inject({ method: 'GET', url: '/docs/static/../../package.json' }), 404, 'not_found');
+  assertProblem(await t.inject({ method: 'GET', url: '/docs/static/index.css', headers: { 'if-match': '"nope"' } }), 412, 'precondition_failed');
+  assertProblem(await t.inject({ method: 'GET', url: '/docs/static/index.css', headers: { range: 'bytes=999999999-' } }), 416, 'range_not_satisfiable');
+  const whole = await t.inject({ method: 'GET', url: '/docs/static/index.css' });
+  assert.equal(whole.statusCode, 200);
+  // The explorer's files may not be framed by another site either (clickjacking), the page included.
+  for (const url of ['/docs/static/index.css', '/docs/static/index.html', '/docs/static/swagger-initializer.js']) {
+    const res = await t.inject({ method: 'GET', url });
+    assert.equal(res.headers['x-frame-options'], 'DENY', url);
+    assert.equal(res.headers['content-security-policy'], "frame-ancestors 'none'", url);
+  }
+});
+
+test('a GET whose body the client stops sending part-way (then hangs up) is a client\'s mistake: no error logged', async () => {
+  const lines: string[] = [];
+  const server = await withListening({}, { level: 'info', stream: { write: (line: string) => { lines.push(line); } } });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const socket = connect(server.port, '127.0.0.1', () => {
+        socket.write(`GET ${API}/agents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${u.key}\r\n`
+          + 'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a":');
+        setTimeout(() => socket.resetAndDestroy(), 100);
+      });
+      socket.on('close', () => resolve());
+      socket.on('error', reject);
+    });
+    // A whole request after it, so that the hang-up has been dealt with by the time its line is in.
+    const next = await rawExchange(server, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    assert.match(next, /^HTTP\/1\.1 200 /);
+    const logged = lines.map((line) => JSON.parse(line) as { level: number; msg: string });
+    assert.ok(logged.some((line) => line.msg === 'request'));
+    assert.deepEqual(logged.filter((line) => line.level >= 50).map((line) => line.msg), []);
+  } finally {
+    await server.close();
   }
 });

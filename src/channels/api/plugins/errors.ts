@@ -86,5 +86,13 @@ export function toProblem(error: FastifyError | Error): Problem {
   }
   if (fastifyError.statusCode === 413) return bodyTooLarge();
   if (fastifyError.statusCode === 415) return bodyNotJson();
+  // The docs' static files (@fastify/static): a path outside their folder, or a conditional or
+  // range request that cannot be met. A client's doing, never a 500.
+  if (fastifyError.statusCode === 403 || fastifyError.statusCode === 404) return new Problem('not_found', 'There is no such file.');
+  if (fastifyError.statusCode === 412) return new Problem('precondition_failed', 'The file does not meet the request\'s precondition (If-Match, If-Unmodified-Since).');
+  if (fastifyError.statusCode === 416) return new Problem('range_not_satisfiable', 'The requested range lies outside the file.');
+  if (fastifyError.statusCode !== undefined && fastifyError.statusCode >= 400 && fastifyError.statusCode < 500) {
+    return new Problem('malformed_request', 'The request could not be served as sent.');
+  }
   return new Problem('internal_error', 'Something went wrong on our side. The request id identifies it in our logs.');
 }
