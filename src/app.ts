@@ -8,7 +8,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform, jsonSchemaTransformObject, validatorCompiler } from 'fastify-type-provider-zod';
 import { API_PREFIX, apiChannel } from './channels/api/index.ts';
 import { clientErrorProblem, installErrorHandling } from './channels/api/plugins/errors.ts';
-import { withoutUnreferencedSchemas, withResponseHeaders, type RouteResponseHeaders } from './channels/api/openapi.ts';
+import { withExtraFieldsAllowed, withoutUnreferencedSchemas, withResponseHeaders, type RouteResponseHeaders } from './channels/api/openapi.ts';
 import { webChannel } from './channels/web/index.ts';
 import { findUnstorableText, Problem, unstorableTextProblem } from './domain/problems.ts';
 import { sendProblem } from './channels/api/problem-reply.ts';
@@ -94,8 +94,11 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     const validate = validatorCompiler(route as Parameters<typeof validatorCompiler>[0]);
     if (route.httpPart !== 'querystring' && route.httpPart !== 'params') return validate;
     return (data: unknown) => {
-      const path = findUnstorableText(data);
-      return path === null ? validate(data) : { error: unstorableTextProblem(path) }; // an Error: Fastify passes it on as it is
+      const result = validate(data) as { value?: unknown; error?: Error };
+      if (result.error) return result;
+      // Judged on what the schema kept: a parameter no route reads is ignored, whatever it holds.
+      const path = findUnstorableText(result.value);
+      return path === null ? result : { error: unstorableTextProblem(path) }; // an Error: Fastify passes it on as it is
     };
   });
   // Response schemas document the API; serialising with JSON.stringify keeps the hot path lean.
@@ -163,7 +166,8 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
       : { schema: { ...input.schema, hide: true }, url: input.url }),
     // Emits the schemas named with .meta({ id }) under components, which the routes' $refs point
     // at; of the input twins it also emits (`AgentInput`, …), only those something refers to.
-    transformObject: (input) => withoutUnreferencedSchemas(jsonSchemaTransformObject(input)),
+    // Responses are left open to fields they do not name (contract §0).
+    transformObject: (input) => withoutUnreferencedSchemas(withExtraFieldsAllowed(jsonSchemaTransformObject(input))),
   });
   // The explorer lives on the web app's origin: no other site may frame it (clickjacking). A
   // scope of its own, so that the hook covers its static files too (uiHooks would not).

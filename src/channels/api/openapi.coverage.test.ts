@@ -135,6 +135,18 @@ test('every component schema is one the document refers to', () => {
   assert.ok(doc.components.schemas.Problem && doc.components.schemas.Agent);
 });
 
+test('every response object is open to fields it does not name (contract §0: extra response fields are allowed)', () => {
+  const closed: string[] = [];
+  const walk = (node: unknown, where: string) => {
+    if (!node || typeof node !== 'object') return;
+    if ((node as { additionalProperties?: unknown }).additionalProperties === false) closed.push(where);
+    for (const [key, value] of Object.entries(node)) walk(value, `${where}/${key}`);
+  };
+  walk(doc, '');
+  assert.deepEqual(closed, []);
+  assert.ok(doc.components.schemas.SendResult.properties.reply, 'the schemas themselves are intact');
+});
+
 test('query parameters are documented as what they mean (limit: an integer from 1 to 200)', () => {
   const read = doc.paths[`${API}/sessions/{session_id}/messages`].get;
   const limit = read.parameters.find((p: any) => p.in === 'query' && p.name === 'limit');

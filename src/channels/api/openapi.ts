@@ -51,3 +51,19 @@ export function withoutUnreferencedSchemas<T extends object>(document: T): T {
   const schemas = Object.fromEntries(Object.entries(components.schemas).filter(([name]) => referenced(name)));
   return { ...document, components: { ...components, schemas } };
 }
+
+/**
+ * The document with every object open to fields it does not name. zod describes a response
+ * object as closed (`additionalProperties: false`), but contract §0 allows extra response fields:
+ * a client that validates against this document must not break when the server adds one. (Only
+ * responses are closed: request bodies are described as zod reads them, extra fields ignored.)
+ */
+export function withExtraFieldsAllowed<T extends object>(document: T): T {
+  const open = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(open);
+    if (!node || typeof node !== 'object') return node;
+    const entries = Object.entries(node).filter(([name, value]) => !(name === 'additionalProperties' && value === false));
+    return Object.fromEntries(entries.map(([name, value]) => [name, open(value)]));
+  };
+  return open(document) as T;
+}

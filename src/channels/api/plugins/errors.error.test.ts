@@ -290,9 +290,11 @@ test('a NUL character in a query string is a 422 naming the field, never a 500 (
   const inPath = await t.inject({ method: 'GET', url: `${API}/sessions/ses_%00/messages`, headers: u.auth });
   assert.match(JSON.stringify(assertProblem(inPath, 422, 'validation_failed').errors), /"path":"session_id"/);
   // A parameter no route reads is ignored, NUL or not, like any other unknown one.
-  for (const url of [`${API}/questions?session_id=a%00b`, `${API}/agents?x=%00`]) {
+  for (const url of [`${API}/questions?session_id=a%00b`, `${API}/agents?x=%00`, `${API}/actions?x=%00`]) {
     assert.equal((await t.inject({ method: 'GET', url, headers: u.auth })).statusCode, 200, url);
   }
+  const unread = await t.inject({ method: 'GET', url: `${API}/sessions/ses_abc/messages?x=a%00b`, headers: u.auth });
+  assertProblem(unread, 404, 'session_not_found');
 });
 
 test('the docs\' static files answer a path outside their folder, a failed precondition and an unmet range with a 4xx problem, never a 500', async () => {

@@ -60,7 +60,7 @@ export function decideActionsRoute(app: ApiApp, ctx: ApiContext): void {
       description: 'Settles each entry on its own: one bad entry never fails the others. An approval runs the action and the mission goes on; '
         + 'a rejection with a reason makes the agent re-plan, without one it stops the mission. Each outcome appears as an agent turn in the '
         + 'session\'s transcript. When two decisions race on one action, exactly one wins; the other gets `already_settled`. '
-        + 'An entry holding the NUL character (U+0000) or a lone UTF-16 surrogate is `invalid_decision`.',
+        + 'An entry whose `operation_id` or `reason` holds the NUL character (U+0000) or a lone UTF-16 surrogate is `invalid_decision` (a field no route reads is ignored).',
       body: bulkBody('decisions', DecisionEntryDoc, 'A JSON array of 1–100 decisions, or `{ "decisions": [...] }`.'),
       response: {
         200: z.object({ results: z.array(DecisionResultSchema) }).describe('One result per entry, in order; one bad entry never fails the others.'),
