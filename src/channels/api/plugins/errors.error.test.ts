@@ -170,6 +170,18 @@ test('a request whose body never finishes arriving gets 408 request_timeout once
   }
 });
 
+test('a request answered before its body arrived (a 401) whose body then never comes gets that one answer, not a 408 after it', async () => {
+  const server = await withListening({ requestTimeoutMs: 1000 });
+  try {
+    const exchange = await rawExchange(server, `POST ${API}/messages HTTP/1.1\r\nHost: x\r\n`
+      + 'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"te');
+    const answers = exchange.match(/HTTP\/1\.1 \d{3}/g);
+    assert.deepEqual(answers, ['HTTP/1.1 401'], exchange);
+  } finally {
+    await server.close();
+  }
+});
+
 /** The app of this file listening on a free loopback port (inject never reaches Node's parser). */
 async function withListening(config: Partial<TestApp['config']> = {}, logger: AppOptions['logger'] = false) {
   const app = await buildApp({ ...t.runtime, config: { ...t.runtime.config, ...config } }, { logger });

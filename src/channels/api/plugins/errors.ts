@@ -37,6 +37,14 @@ export function clientErrorProblem(this: FastifyInstance, error: NodeJS.ErrnoExc
     socket.destroy(error);
     return;
   }
+  // A request already answered (a 401 before its body was read) whose body then never came in
+  // time: its answer is out, and a 408 would be a second answer nobody asked for. Node's parser
+  // still holds the request, unfinished, while no response waits on the socket.
+  const parsing = (socket as Duplex & { parser?: { incoming?: { complete: boolean } | null } }).parser?.incoming;
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT' && parsing && !parsing.complete && !inFlight) {
+    socket.destroy();
+    return;
+  }
   const problem = error.code === 'HPE_HEADER_OVERFLOW'
     ? new Problem('headers_too_large', 'The request line and headers are larger than this server accepts (16 KiB in all).')
     : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
