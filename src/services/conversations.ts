@@ -254,7 +254,9 @@ export class ConversationsService {
   private async outcome(state: Promise<JobState>, messageTs: string | null): Promise<SendResult> {
     const settled = await state;
     if (settled.job.status === 'failed') {
-      throw new Problem('agent_failed', 'The agent could not process the message.', { session_id: settled.job.session_id });
+      // message_ts too, so that the transcript can be read from the message on (`?after=`).
+      const { message_ts } = await this.describe(settled, messageTs);
+      throw new Problem('agent_failed', 'The agent could not process the message.', { session_id: settled.job.session_id, message_ts });
     }
     return this.describe(settled, messageTs);
   }

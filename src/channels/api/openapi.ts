@@ -10,7 +10,7 @@ export const HEADERS = {
   'X-Request-Id': { type: 'string', description: 'Identifies the request in the server\'s log; also `request_id` in a problem body.' },
   'RateLimit-Policy': { type: 'string', description: 'The key\'s limit: `"key";q=<requests>;w=60`.' },
   RateLimit: { type: 'string', description: 'What is left of it: `"key";r=<remaining>;t=<seconds until a request is next sure to be accepted>`.' },
-  'Retry-After': { type: 'integer', description: 'Seconds until a request is next sure to be accepted.' },
+  'Retry-After': { type: 'integer', description: 'Seconds to wait before sending the request again (on a 429: until one is next sure to be accepted).' },
   'WWW-Authenticate': { type: 'string', description: '`Bearer`.' },
   Location: { type: 'string', description: 'The transcript to poll: `/api/v1/api-channel/sessions/{session_id}/messages`.' },
   'Preference-Applied': { type: 'string', description: 'With `Prefer: wait=N`: the wait applied, `wait=<seconds>`.' },

@@ -18,6 +18,8 @@ export function problemBody(problem: Problem, requestId: string) {
 
 export function sendProblem(request: FastifyRequest, reply: FastifyReply, problem: Problem): FastifyReply {
   if (problem.code === 'unauthorized') reply.header('WWW-Authenticate', 'Bearer');
+  // The first request with this key is being accepted right now: a retry a second later finds its outcome.
+  if (problem.code === 'idempotency_key_in_use') reply.header('Retry-After', '1');
   return reply.code(problem.status).type(PROBLEM_CONTENT_TYPE).send(problemBody(problem, request.id));
 }
 

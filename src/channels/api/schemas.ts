@@ -22,7 +22,8 @@ export const ProblemSchema = z.object({
   detail: z.string(),
   request_id: z.string(),
   errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
-  session_id: z.string().optional(),
+  session_id: z.string().optional().meta({ description: 'On 502 agent_failed: the session of the message.' }),
+  message_ts: z.string().optional().meta({ description: 'On 502 agent_failed: ts of the message in the transcript.' }),
 }).meta({ id: 'Problem', description: 'RFC 9457 problem details (application/problem+json).' });
 
 /** A problem response in the OpenAPI document: the Problem schema under application/problem+json. */

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { pollTranscript, send } from '../../../testing/conversation.ts';
+import { pollTranscript, send, transcript } from '../../../testing/conversation.ts';
 import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
 import { preferredWaitSeconds } from './messages.send.ts';
 
@@ -79,15 +79,19 @@ test('a failed request frees its Idempotency-Key for a corrected retry', async (
   assert.equal(again.statusCode, 404, 'not a 409: the first was never accepted');
 });
 
-test('!fail within the ceiling → 502 agent_failed carrying session_id; the transcript shows an error turn', async () => {
+test('!fail within the ceiling → 502 agent_failed carrying session_id and message_ts; the transcript shows an error turn', async () => {
   const u = await t.userWithAgent();
   const res = await send(t, u, { text: '!fail' });
   assert.equal(res.statusCode, 502);
   assert.equal(res.json().code, 'agent_failed');
   assert.match(res.json().session_id, /^ses_/);
   const page = await pollTranscript(t, u, res.json().session_id, (b) => b.messages.length === 2);
+  assert.equal(page.messages[0].ts, res.json().message_ts, 'message_ts is the message\'s ts in the transcript');
   assert.equal(page.messages[1].role, 'agent');
   assert.equal(page.messages[1].error, 'agent_failed');
+  // So the transcript can be read from the message on, as after a 202.
+  const after = (await transcript(t, u, res.json().session_id, `after=${encodeURIComponent(res.json().message_ts)}`)).json();
+  assert.deepEqual(after.messages.map((m: { error?: string }) => m.error), ['agent_failed']);
 });
 
 test('a 502 still says which wait was applied; a refused message (4xx) does not', async () => {

@@ -245,6 +245,7 @@ describe('POST /messages: Idempotency-Key and the duplicate window together', ()
     const res = await send(t, u, { text: 'wait for it' }, { 'Idempotency-Key': 'in-flight' });
     assert.equal(res.statusCode, 409);
     assert.equal(res.json().code, 'idempotency_key_in_use');
+    assert.equal(res.headers['retry-after'], '1');
   });
 
   test('an Idempotency-Key older than its time to live is forgotten by the next request that uses it', async () => {
@@ -268,6 +269,7 @@ describe('POST /messages: Idempotency-Key and the duplicate window together', ()
     assert.equal(retry.statusCode, 502);
     assert.equal(retry.json().code, 'agent_failed');
     assert.equal(retry.json().session_id, first.json().session_id);
+    assert.equal(retry.json().message_ts, first.json().message_ts);
     const page = (await transcript(t, u, first.json().session_id)).json();
     assert.equal(page.messages.length, 2);
   });

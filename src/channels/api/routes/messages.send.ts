@@ -100,11 +100,11 @@ export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {
         ...COMMON_PROBLEMS,
         ...BODY_PROBLEMS,
         404: problemResponse('session_not_found or agent_not_found'),
-        409: problemResponse('idempotency_key_in_use'),
-        502: problemResponse('agent_failed; carries session_id'),
+        409: problemResponse('idempotency_key_in_use: the first request with this key is still being accepted; retry after `Retry-After` (1 s).'),
+        502: problemResponse('agent_failed; carries `session_id`, and `message_ts` to read the transcript after your message (`?after=`).'),
       },
     },
-    config: { responseHeaders: { 200: ['Preference-Applied'], 202: ['Location', 'Preference-Applied'], 502: ['Preference-Applied'] } satisfies RouteResponseHeaders },
+    config: { responseHeaders: { 200: ['Preference-Applied'], 202: ['Location', 'Preference-Applied'], 409: ['Retry-After'], 502: ['Preference-Applied'] } satisfies RouteResponseHeaders },
     // text rules come first among the 422s and have their own codes.
     preValidation: async (request) => {
       const body = request.body as { text?: unknown } | null;
