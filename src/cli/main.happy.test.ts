@@ -48,6 +48,21 @@ test('agents create prints the agent id alone, in the personal workspace or the 
   assert.equal((await store.db.selectFrom('agents').select('workspace_id').where('id', '=', byAdmin).executeTakeFirstOrThrow()).workspace_id, personal);
 });
 
+test('workspaces list prints the ids --workspace takes, personal first, with the person\'s role and the name', async () => {
+  const owner = (await ok('users', 'create', '--email', 'lister@example.test', '--password', 'correct horse')).trim();
+  const personal = (await store.db.selectFrom('workspaces').select('id').where('personal_of', '=', owner).executeTakeFirstOrThrow()).id;
+  assert.equal(await ok('workspaces', 'list', '--email', 'lister@example.test'), `${personal}\towner\tPersonal\n`);
+  // Made a member of another's workspace: listed after the personal one, with that role, named for whose it is.
+  const other = (await ok('users', 'create', '--email', 'host@example.test', '--password', 'correct horse')).trim();
+  const hosted = (await store.db.selectFrom('workspaces').select('id').where('personal_of', '=', other).executeTakeFirstOrThrow()).id;
+  await ok('workspaces', 'add-member', '--workspace', hosted, '--email', 'lister@example.test', '--role', 'member');
+  assert.equal(await ok('workspaces', 'list', '--email', 'lister@example.test'),
+    `${personal}\towner\tPersonal\n${hosted}\tmember\thost@example.test's personal workspace\n`);
+  const unknown = await runCli(env, 'workspaces', 'list', '--email', 'nobody@example.test');
+  assert.notEqual(unknown.code, 0);
+  assert.equal(unknown.stdout, '');
+});
+
 test('keys create prints the whole key alone on one line; list, revoke, disable and enable print as specified', async () => {
   await ok('users', 'create', '--email', 'keys@example.test', '--password', 'correct horse');
   const out = await ok('keys', 'create', '--email', 'keys@example.test', '--label', 'laptop');

@@ -15,6 +15,7 @@ const USAGE = `agent-channel <command> [flags]
   keys revoke --email E --key-id K
   keys disable --key-id K
   keys enable --key-id K
+  workspaces list --email E
   workspaces add-member --workspace W --email E --role member|admin
 
 DATABASE_URL selects the database (default sqlite:./data/agent-channel.db).`;
@@ -105,6 +106,13 @@ const COMMANDS: Record<string, Command> = {
   },
   'keys enable': async (s, f) => {
     await onKey(() => s.keys.setEnabled(keyIdFlag(f), true));
+  },
+  'workspaces list': async (s, f, out) => {
+    const user = await s.accounts.requireByEmail(required(f, 'email'));
+    // One workspace per line, tab-separated, the personal one first: the ids --workspace takes.
+    for (const workspace of await s.accounts.workspacesOf(user.id)) {
+      out([workspace.workspace_id, workspace.role, workspace.name.replace(/[\p{Cc}]/gu, ' ')].join('\t'));
+    }
   },
   'workspaces add-member': async (s, f) => {
     const role = required(f, 'role');

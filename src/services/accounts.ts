@@ -8,6 +8,13 @@ import { isUniqueViolation, type Store } from '../store/store.ts';
 import { isoNow } from './clock.ts';
 import { isoNowOf } from '../store/shared-clock.ts';
 
+export interface WorkspaceView {
+  workspace_id: string;
+  name: string;
+  role: Role;
+  personal: boolean;
+}
+
 export const EmailSchema = z.string().trim().toLowerCase().max(254).pipe(z.email({ message: 'must be an email address' }));
 export const PasswordSchema = z.string().min(8, 'must be at least 8 characters').max(256);
 export const PlanSchema = z.enum(['free', 'pro']);
@@ -81,6 +88,25 @@ export class AccountsService {
     this.dummyHash ??= hashPassword(randomBase62(24), this.deps.scryptCostLog2);
     const ok = await verifyPassword(password, user?.password_hash ?? (await this.dummyHash));
     return user && ok ? user : null;
+  }
+
+  /** The workspaces a user belongs to, personal first, with the user's role in each. */
+  async workspacesOf(userId: string): Promise<WorkspaceView[]> {
+    const rows = await this.db.selectFrom('memberships')
+      .innerJoin('workspaces', 'workspaces.id', 'memberships.workspace_id')
+      .leftJoin('users', 'users.id', 'workspaces.personal_of')
+      .select(['workspaces.id', 'workspaces.name', 'workspaces.personal_of', 'memberships.role', 'users.email as personal_email'])
+      .where('memberships.user_id', '=', userId)
+      .orderBy('workspaces.created_at').orderBy('workspaces.id').execute();
+    return rows
+      .map((r) => ({
+        workspace_id: r.id,
+        // Everyone's personal workspace is called "Personal": say whose it is when it is not yours.
+        name: r.personal_of === userId ? 'Personal' : r.personal_of && r.personal_email ? `${r.personal_email}'s personal workspace` : r.name,
+        role: r.role,
+        personal: r.personal_of === userId,
+      }))
+      .sort((a, b) => Number(b.personal) - Number(a.personal));
   }
 
   async personalWorkspaceId(userId: string): Promise<string> {

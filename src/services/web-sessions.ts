@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto';
 import { randomBase62 } from '../domain/ids.ts';
-import type { Plan, Role } from '../store/schema.ts';
+import type { Plan } from '../store/schema.ts';
 import { instanceSecret } from '../store/repos/instance-secrets.ts';
 import type { Store } from '../store/store.ts';
 
@@ -23,13 +23,6 @@ export interface WebSession {
   email: string;
   plan: Plan;
   csrfToken: string;
-}
-
-export interface WorkspaceView {
-  workspace_id: string;
-  name: string;
-  role: Role;
-  personal: boolean;
 }
 
 // last_seen_at is written at most this often per session, not on every page view.
@@ -113,25 +106,6 @@ export class WebSessionsService {
   async setLastSeen(token: string, at: Date): Promise<void> {
     await this.deps.store.db.updateTable('web_sessions').set({ last_seen_at: at.toISOString() })
       .where('id', '=', sessionDigest(token)).execute();
-  }
-
-  /** The workspaces a user belongs to, personal first, with the user's role in each. */
-  async workspacesOf(userId: string): Promise<WorkspaceView[]> {
-    const rows = await this.deps.store.db.selectFrom('memberships')
-      .innerJoin('workspaces', 'workspaces.id', 'memberships.workspace_id')
-      .leftJoin('users', 'users.id', 'workspaces.personal_of')
-      .select(['workspaces.id', 'workspaces.name', 'workspaces.personal_of', 'memberships.role', 'users.email as personal_email'])
-      .where('memberships.user_id', '=', userId)
-      .orderBy('workspaces.created_at').orderBy('workspaces.id').execute();
-    return rows
-      .map((r) => ({
-        workspace_id: r.id,
-        // Everyone's personal workspace is called "Personal": say whose it is when it is not yours.
-        name: r.personal_of === userId ? 'Personal' : r.personal_of && r.personal_email ? `${r.personal_email}'s personal workspace` : r.name,
-        role: r.role,
-        personal: r.personal_of === userId,
-      }))
-      .sort((a, b) => Number(b.personal) - Number(a.personal));
   }
 
   /** How many agents count against the user's plan (agents in workspaces the user owns). */

@@ -61,7 +61,7 @@ async function agentsPage(ctx: WebContext, request: FastifyRequest, reply: Fasti
 }) {
   const [agents, workspaces, owned] = await Promise.all([
     ctx.services.agents.listForUser(session.userId),
-    ctx.sessions.workspacesOf(session.userId),
+    ctx.services.accounts.workspacesOf(session.userId),
     ctx.sessions.ownedAgentCount(session.userId),
   ]);
   const names = new Map(workspaces.map((w) => [w.workspace_id, w.name]));

@@ -44,7 +44,7 @@ export function keysRoutes(app: FastifyInstance, ctx: WebContext): void {
   const rules = createKeyInputSchema(ctx.config.maxRateLimitPerMinute).shape;
   const limits = keyLimits(rules);
   app.get('/account', authed(async (request, reply, session) => {
-    const workspaces = await ctx.sessions.workspacesOf(session.userId);
+    const workspaces = await ctx.services.accounts.workspacesOf(session.userId);
     return render(request, reply, {
       title: 'Account', nav: 'account',
       body: html`${accountHeader('profile')}
