@@ -135,6 +135,14 @@ test('every component schema is one the document refers to', () => {
   assert.ok(doc.components.schemas.Problem && doc.components.schemas.Agent);
 });
 
+test('a route\'s 422 names the codes it can carry, and the problems of Node\'s parser (408, 431) are documented', () => {
+  const send = doc.paths[`${API}/messages`].post.responses;
+  for (const code of ['text_empty', 'text_too_long', 'agent_required', 'idempotency_key_reused', 'validation_failed']) {
+    assert.match(send['422'].description, new RegExp(`\\b${code}\\b`), code);
+  }
+  for (const status of ['408', '431']) assert.ok(send[status], status);
+});
+
 test('every response object is open to fields it does not name (contract §0: extra response fields are allowed)', () => {
   const closed: string[] = [];
   const walk = (node: unknown, where: string) => {
@@ -150,7 +158,8 @@ test('every response object is open to fields it does not name (contract §0: ex
 test('query parameters are documented as what they mean (limit: an integer from 1 to 200)', () => {
   const read = doc.paths[`${API}/sessions/{session_id}/messages`].get;
   const limit = read.parameters.find((p: any) => p.in === 'query' && p.name === 'limit');
-  assert.deepEqual({ type: limit.schema.type, minimum: limit.schema.minimum, maximum: limit.schema.maximum }, { type: 'integer', minimum: 1, maximum: 200 });
+  assert.deepEqual({ type: limit.schema.type, minimum: limit.schema.minimum, maximum: limit.schema.maximum, default: limit.schema.default },
+    { type: 'integer', minimum: 1, maximum: 200, default: 50 });
   assert.equal(limit.schema.pattern, undefined);
 });
 

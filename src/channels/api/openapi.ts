@@ -26,8 +26,9 @@ function commonHeaders(status: number): HeaderName[] {
   if (status === 401) return ['X-Request-Id', 'WWW-Authenticate'];
   if (status === 429) return ['X-Request-Id', 'RateLimit-Policy', 'RateLimit', 'Retry-After'];
   if (status === 503) return ['X-Request-Id', 'Retry-After'];
-  // A fault may strike before the rate limit has answered, or after: only the id is certain.
-  if (status === 500) return ['X-Request-Id'];
+  // A fault may strike before the rate limit has answered, or after: only the id is certain;
+  // 408 and 431 come from Node's HTTP parser, before any route.
+  if (status === 500 || status === 408 || status === 431) return ['X-Request-Id'];
   return ['X-Request-Id', 'RateLimit-Policy', 'RateLimit'];
 }
 

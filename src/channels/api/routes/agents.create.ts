@@ -10,7 +10,7 @@ export function createAgentRoute(app: ApiApp, ctx: ApiContext): void {
       operationId: 'createAgent',
       tags: ['Agents'],
       summary: 'Create an agent',
-      description: 'Checks in order: body (422), workspace (404 workspace_not_found), role (403 forbidden), plan (403 agent_limit_reached).',
+      description: 'Checks in order: body (422 validation_failed, `errors` naming each field), workspace (404 workspace_not_found), role (403 forbidden), plan (403 agent_limit_reached).',
       body: CreateAgentSchema,
       response: {
         201: AgentSchema.describe('The agent, created.'),

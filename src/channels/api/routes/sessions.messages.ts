@@ -12,7 +12,7 @@ const TranscriptQuery = z.object({
   }),
   // Validated as the digits of a query string (no "1e2" or " 5"); documented as what it means.
   limit: z.string().regex(/^\d{1,4}$/, 'must be an integer from 1 to 200').optional()
-    .meta({ description: 'Turns per page, 1–200 (default 50).', example: 50, type: 'integer', minimum: 1, maximum: 200, pattern: undefined } as Record<string, unknown>),
+    .meta({ description: 'Turns per page, 1–200 (default 50).', example: 50, default: 50, type: 'integer', minimum: 1, maximum: 200, pattern: undefined } as Record<string, unknown>),
 });
 
 export const TranscriptSchema = z.object({
