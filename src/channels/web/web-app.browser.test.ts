@@ -74,10 +74,10 @@ const A11Y_CHECK = `(() => {
   return problems;
 })()`;
 
-// WCAG AA contrast of every piece of visible text (placeholders included) against the background
-// it is drawn on (the backgrounds of its ancestors composited, alpha and color-mix() included):
-// 4.5:1, or 3:1 for large text. Disabled controls are exempt, as WCAG says.
-const CONTRAST_CHECK = `(() => {
+// Colours as the page draws them, for the contrast checks below (a string run in the page): rgba()
+// of any CSS colour, over() to composite, background() of an element (its ancestors' backgrounds
+// composited, alpha and color-mix() included), ratio() of two colours, hidden().
+const COLOUR_HELPERS = `
   const canvas = document.createElement('canvas');
   canvas.width = canvas.height = 1;
   const g = canvas.getContext('2d', { willReadFrequently: true });
@@ -114,7 +114,12 @@ const CONTRAST_CHECK = `(() => {
     if (style.visibility !== 'visible' || Number(style.opacity) === 0) return true;
     const box = el.getBoundingClientRect();
     return box.width <= 1 && box.height <= 1;
-  };
+  };`;
+
+// WCAG AA contrast of every piece of visible text (placeholders included) against the background
+// it is drawn on: 4.5:1, or 3:1 for large text. Disabled controls are exempt, as WCAG says.
+const CONTRAST_CHECK = `(() => {
+  ${COLOUR_HELPERS}
   const problems = [];
   const check = (el, color, what) => {
     if (el.closest(':disabled, [aria-disabled=true]') || hidden(el)) return;
@@ -139,6 +144,40 @@ const CONTRAST_CHECK = `(() => {
   return problems;
 })()`;
 
+// WCAG 1.4.11, non-text contrast (3:1): the edge of every enabled field against its own fill and
+// the background around it, and the focus ring of everything that takes focus against the colours
+// beside it (the background around the element; its own too, where the ring touches it). Run
+// after a key press, so that focus() shows the ring as the keyboard would (:focus-visible).
+const NON_TEXT_CHECK = `(() => {
+  ${COLOUR_HELPERS}
+  const problems = [];
+  const name = (el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + ' "' + (el.textContent || el.name || '').trim().slice(0, 30) + '"';
+  const low = (what, color, against) => {
+    const fg = over(rgba(color), against);
+    const r = ratio(fg, against);
+    if (r < 3) problems.push(what + ' ' + r.toFixed(2) + ':1 (' + fg.slice(0, 3).map(Math.round) + ' on ' + against.slice(0, 3).map(Math.round) + ')');
+  };
+  for (const el of document.querySelectorAll('input:not([type=hidden]), select, textarea')) {
+    if (el.disabled || hidden(el)) continue;
+    const style = getComputedStyle(el);
+    if (parseFloat(style.borderTopWidth) < 1) { problems.push('no edge: ' + name(el)); continue; }
+    low('edge of ' + name(el) + ' on its fill', style.borderTopColor, background(el));
+    low('edge of ' + name(el) + ' on the page', style.borderTopColor, background(el.parentElement));
+  }
+  const before = document.activeElement;
+  for (const el of document.querySelectorAll('a[href], button, input:not([type=hidden]), select, textarea, [tabindex="0"]')) {
+    if (el.disabled || hidden(el)) continue;
+    el.focus({ preventScroll: true });
+    if (document.activeElement !== el) continue;
+    const style = getComputedStyle(el);
+    if (style.outlineStyle === 'none' || parseFloat(style.outlineWidth) < 2) { problems.push('no focus ring: ' + name(el)); continue; }
+    low('focus ring of ' + name(el), style.outlineColor, background(el.parentElement));
+    if (parseFloat(style.outlineOffset) < 1) low('focus ring of ' + name(el) + ' on the element', style.outlineColor, background(el));
+  }
+  if (before && before.focus) before.focus({ preventScroll: true });
+  return problems;
+})()`;
+
 // Nothing wider than the window, and no table that needs sideways scrolling.
 const OVERFLOW_CHECK = `(() => {
   const problems = [];
@@ -149,11 +188,19 @@ const OVERFLOW_CHECK = `(() => {
   return problems;
 })()`;
 
-async function contrastProblems(page: Page, scheme: 'light' | 'dark'): Promise<string[]> {
+async function contrastProblems(page: Page, scheme: 'light' | 'dark', check = CONTRAST_CHECK): Promise<string[]> {
   await page.emulateMedia({ colorScheme: scheme });
-  const problems = (await page.evaluate(CONTRAST_CHECK)) as string[];
+  const problems = (await page.evaluate(check)) as string[];
   await page.emulateMedia({ colorScheme: 'light' });
   return problems.map((p) => `${scheme}: ${p}`);
+}
+
+/** The non-text contrast (fields' edges, focus rings) of the page, in light and dark mode. */
+async function nonTextProblems(page: Page): Promise<string[]> {
+  await page.keyboard.press('Shift'); // keyboard use: focus() then shows the ring as a Tab would
+  const problems = [...await contrastProblems(page, 'light', NON_TEXT_CHECK), ...await contrastProblems(page, 'dark', NON_TEXT_CHECK)];
+  await page.evaluate('document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0)');
+  return problems;
 }
 
 /**
@@ -163,6 +210,7 @@ async function contrastProblems(page: Page, scheme: 'light' | 'dark'): Promise<s
  */
 async function shoot(page: Page, name: string, options: { dark?: boolean } = {}): Promise<void> {
   assert.deepEqual(await page.evaluate(A11Y_CHECK), [], `accessibility of ${name}`);
+  assert.deepEqual(await nonTextProblems(page), [], `non-text contrast of ${name}`);
   for (const viewport of [DESKTOP, PHONE]) {
     await page.setViewportSize(viewport);
     assert.deepEqual([...await contrastProblems(page, 'light'), ...await contrastProblems(page, 'dark')], [], `contrast of ${name} at ${viewport.width} px`);
