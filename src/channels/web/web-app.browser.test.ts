@@ -21,6 +21,8 @@ const SHOTS = process.env.UPDATE_SCREENSHOTS === '1'
   : mkdtempSync(join(tmpdir(), 'agent-channel-screenshots-'));
 const DESKTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };
+/** The narrowest width pages must work at without sideways scrolling (WCAG 1.4.10, 320 CSS px). */
+const NARROWEST = { width: 320, height: 640 };
 
 const skip = process.env.TEST_DB === 'postgres'
   ? 'browser tests run once, in the SQLite pass'
@@ -178,12 +180,20 @@ const NON_TEXT_CHECK = `(() => {
   return problems;
 })()`;
 
-// Nothing wider than the window, and no table that needs sideways scrolling.
+// Nothing wider than the window, no table that needs sideways scrolling, and every navigation
+// entry whole in the window (a row of entries that scrolls sideways gives no hint of the rest).
 const OVERFLOW_CHECK = `(() => {
   const problems = [];
   if (document.documentElement.scrollWidth > window.innerWidth) problems.push('page ' + document.documentElement.scrollWidth + ' px wide');
   for (const wrap of document.querySelectorAll('.table-wrap')) {
     if (wrap.scrollWidth > wrap.clientWidth + 1) problems.push('table ' + wrap.scrollWidth + ' px in ' + wrap.clientWidth);
+  }
+  for (const list of document.querySelectorAll('nav ul')) {
+    if (list.scrollWidth > list.clientWidth + 1) problems.push('navigation ' + list.scrollWidth + ' px in ' + list.clientWidth);
+    for (const link of list.querySelectorAll('a')) {
+      const box = link.getBoundingClientRect();
+      if (box.left < 0 || box.right > window.innerWidth + 0.5) problems.push('navigation entry "' + link.textContent + '" cut at ' + Math.round(box.left) + '–' + Math.round(box.right) + ' px');
+    }
   }
   return problems;
 })()`;
@@ -205,8 +215,8 @@ async function nonTextProblems(page: Page): Promise<string[]> {
 
 /**
  * The page as it is now, at desktop and at phone width (after the accessibility checks, and the
- * contrast and overflow checks, in light and dark mode, at both widths); `dark` also writes
- * dark-mode shots.
+ * contrast and overflow checks, in light and dark mode, at both widths, and the overflow check
+ * at the narrowest width too); `dark` also writes dark-mode shots.
  */
 async function shoot(page: Page, name: string, options: { dark?: boolean } = {}): Promise<void> {
   assert.deepEqual(await page.evaluate(A11Y_CHECK), [], `accessibility of ${name}`);
@@ -222,6 +232,8 @@ async function shoot(page: Page, name: string, options: { dark?: boolean } = {})
       await page.emulateMedia({ colorScheme: 'light' });
     }
   }
+  await page.setViewportSize(NARROWEST);
+  assert.deepEqual(await page.evaluate(OVERFLOW_CHECK), [], `layout of ${name} at ${NARROWEST.width} px`);
   await page.setViewportSize(DESKTOP);
 }
 
