@@ -73,6 +73,19 @@ const A11Y_CHECK = `(() => {
   for (const b of document.querySelectorAll('button, a')) {
     if (!b.textContent.trim() && !b.getAttribute('aria-label')) problems.push('nameless ' + b.outerHTML.slice(0, 80));
   }
+  // A box that scrolls must be reachable by keyboard (axe: scrollable-region-focusable), and one
+  // that takes focus itself needs a role and a name to be announced by.
+  for (const el of document.querySelectorAll('body *')) {
+    const style = getComputedStyle(el);
+    const scrolls = (/auto|scroll/.test(style.overflowY) && el.scrollHeight > el.clientHeight + 1)
+      || (/auto|scroll/.test(style.overflowX) && el.scrollWidth > el.clientWidth + 1);
+    if (!scrolls) continue;
+    const what = el.tagName.toLowerCase() + (el.className ? '.' + String(el.className).split(' ').join('.') : '');
+    if (el.tabIndex < 0 && !el.querySelector('a[href], button, input, select, textarea, [tabindex="0"]')) problems.push('scrolling region out of keyboard reach: ' + what);
+    if (el.tabIndex >= 0 && !/^(a|button|input|select|textarea)$/i.test(el.tagName) && !(el.getAttribute('role') && (el.getAttribute('aria-label') || el.getAttribute('aria-labelledby')))) {
+      problems.push('focusable region without a role and a name: ' + what);
+    }
+  }
   return problems;
 })()`;
 
@@ -556,6 +569,21 @@ test('the pages work without JavaScript (forms post, the chat page refreshes its
     await page.getByText('The agent is working on it').waitFor({ timeout: 20_000 });
     await page.getByText('You said: patience').waitFor({ timeout: 20_000 });
     assert.equal(await page.getByText('Ctrl+Enter sends').isVisible(), false, 'no script, no shortcut to offer');
+
+    // A conversation taller than the transcript's box opens at its newest message, script or not.
+    for (let i = 1; i <= 4; i++) {
+      await page.getByLabel('Message').fill(Array.from({ length: 8 }, (_, line) => `message ${i}, line ${line + 1}`).join('\n'));
+      await page.getByRole('button', { name: 'Send' }).click();
+      await page.getByText(`You said: message ${i}, line 1`).waitFor();
+    }
+    const transcript = page.getByRole('region', { name: 'Transcript' });
+    const [box, newest] = [await transcript.boundingBox(), await page.locator('.msg').last().boundingBox()];
+    assert.ok(box && newest);
+    assert.ok(await transcript.evaluate((el) => el.scrollHeight > el.clientHeight), 'the conversation is taller than its box');
+    assert.ok(newest.y >= box.y - 1 && newest.y + newest.height <= box.y + box.height + 1,
+      `the newest message (${newest.y}–${newest.y + newest.height}) is within the box (${box.y}–${box.y + box.height})`);
+    assert.match(await page.locator('.msg').last().innerText(), /You said: message 4/);
+    assert.deepEqual(await page.evaluate(A11Y_CHECK), [], 'accessibility of the long chat');
   } finally {
     await ctx.close();
     rmSync(dir, { recursive: true, force: true });

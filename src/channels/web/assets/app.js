@@ -26,6 +26,7 @@ document.addEventListener('click', async (event) => {
   const form = root && root.querySelector('[data-chat-form]');
   if (!root || !form || !window.fetch) return;
   const log = root.querySelector('[data-chat-log]');
+  const scroller = root.querySelector('[data-chat-scroll]');
   const statusLine = root.querySelector('[data-chat-status]');
   const badge = document.querySelector('[data-chat-badge]');
   const textarea = form.querySelector('textarea[name=text]');
@@ -92,7 +93,7 @@ document.addEventListener('click', async (event) => {
     text.textContent = message.text;
     li.append(meta, text);
     log.append(li);
-    log.scrollTop = log.scrollHeight;
+    scroller.scrollTop = scroller.scrollHeight; // the end (the box runs bottom up: its end is 0, and this is clamped to it)
   }
 
   // What the conversation left waiting for this person (worded by the server), with the way to the inbox.
@@ -185,6 +186,5 @@ document.addEventListener('click', async (event) => {
   // The hint is true only with this script running.
   for (const hint of form.querySelectorAll('[data-js-hint]')) hint.hidden = false;
 
-  if (log) log.scrollTop = log.scrollHeight;
   if (sessionId && root.getAttribute('data-status') !== 'idle') poll();
 })();

@@ -122,7 +122,9 @@ function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
       <section class="card chat" aria-label="Chat" data-chat data-session="${transcript?.session_id ?? ''}" data-status="${status}"
         data-last-ts="${lastTs}" data-agent-name="${agentName}">
         ${transcript?.has_earlier ? html`<p class="muted small earlier"><a href="/conversations/${transcript.session_id}?before=${encodeURIComponent(firstTs)}">Earlier messages</a> (showing the latest ${transcript.messages.length})</p>` : ''}
-        ${transcript ? messageList(transcript.messages, agentName) : html`<ol class="chat-log" data-chat-log aria-live="polite" aria-label="Transcript"><li class="muted empty">Say hello to start a conversation.</li></ol>`}
+        <div class="chat-scroll" data-chat-scroll tabindex="0" role="region" aria-label="Transcript">
+          ${transcript ? messageList(transcript.messages, agentName) : html`<ol class="chat-log" data-chat-log aria-live="polite"><li class="muted empty">Say hello to start a conversation.</li></ol>`}
+        </div>
         <p class="chat-status" data-chat-status role="status" aria-live="polite">${status === 'idle' ? '' : html`<span class="spinner" aria-hidden="true"></span> ${STATUS_TEXT[status]}`}</p>
         ${waitingNotice(state.waiting ?? null)}
         ${state.error ? notice('error', state.error) : ''}

@@ -141,7 +141,7 @@ async function orNull<T>(read: Promise<T>): Promise<T | null> {
 export type TranscriptMessage = TranscriptResult['messages'][number];
 
 export function messageList(messages: TranscriptMessage[], agentName: string): SafeHtml {
-  return html`<ol class="chat-log" data-chat-log aria-live="polite" aria-label="Transcript">
+  return html`<ol class="chat-log" data-chat-log aria-live="polite">
     ${messages.length === 0 ? html`<li class="muted empty">No messages yet.</li>` : ''}
     ${messages.map((m) => messageItem(m, agentName))}
   </ol>`;
