@@ -42,7 +42,6 @@ export interface RenderOptions {
   nav?: NavKey;
   body: SafeHtml;
   status?: number;
-  refreshSeconds?: number | undefined;
   narrow?: boolean;
 }
 
@@ -57,7 +56,6 @@ export function render(request: FastifyRequest, reply: FastifyReply, options: Re
       user: session ? { email: session.email, plan: session.plan } : null,
       csrfToken: request.csrfToken,
       body: options.body,
-      refreshSeconds: options.refreshSeconds,
       narrow: options.narrow ?? false,
     }));
 }

@@ -12,8 +12,6 @@ export interface PageOptions {
   user?: PageUser | null | undefined;
   csrfToken: string;
   body: SafeHtml;
-  /** Adds <noscript><meta http-equiv="refresh"></noscript>: the no-JS way to follow a turn that is still running. */
-  refreshSeconds?: number | undefined;
   /** Smaller, centred page (forms of sign-up and log-in). */
   narrow?: boolean;
 }
@@ -51,7 +49,6 @@ export function page(options: PageOptions): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="color-scheme" content="light dark">
-${options.refreshSeconds ? html`<noscript><meta http-equiv="refresh" content="${options.refreshSeconds}"></noscript>` : ''}
 <title>${options.title} · agent-channel</title>
 <link rel="icon" href="/assets/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/assets/app.css">

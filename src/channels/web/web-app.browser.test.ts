@@ -543,7 +543,7 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   await page.close();
 });
 
-test('the pages work without JavaScript (forms post, the chat page refreshes itself)', { skip, timeout: 60_000 }, async () => {
+test('the pages work without JavaScript (forms post; the chat offers a link to the reply and never reloads by itself)', { skip, timeout: 90_000 }, async () => {
   // A second fresh profile, with JavaScript off.
   const dir = mkdtempSync(join(tmpdir(), 'agent-channel-chromium-nojs-'));
   const ctx = await chromium.launchPersistentContext(dir, {
@@ -565,9 +565,22 @@ test('the pages work without JavaScript (forms post, the chat page refreshes its
     await page.goto(`${base}/chat`);
     await page.getByLabel('Message').fill('!sleep 7000 patience');
     await page.getByRole('button', { name: 'Send' }).click();
-    // The post waits up to the ceiling (5 s here), then the page shows the turn running and refreshes itself.
+    // The post waits up to the ceiling (5 s here), then the page shows the turn running, with a
+    // link to look again. It does not reload by itself: a message being written stays, and so does focus.
     await page.getByText('The agent is working on it').waitFor({ timeout: 20_000 });
-    await page.getByText('You said: patience').waitFor({ timeout: 20_000 });
+    const shownAt = page.url();
+    await page.getByLabel('Message').fill('a half-written');
+    await page.waitForTimeout(3_000); // past the reply (7 s after sending), and past the 2 s the page used to reload after
+    assert.equal(await page.getByLabel('Message').inputValue(), 'a half-written', 'the draft is still there');
+    assert.equal(await page.evaluate('document.activeElement.id'), 'chat-text', 'and still has focus');
+    assert.equal(await page.getByText('You said: patience').count(), 0, 'the page did not reload');
+    assert.equal(page.url(), shownAt);
+    for (let tries = 0; await page.getByText('You said: patience').count() === 0; tries++) {
+      assert.ok(tries < 20, 'the reply shows');
+      await page.getByRole('link', { name: 'Show the reply' }).click();
+      await page.waitForLoadState();
+    }
+    assert.equal(await page.getByRole('link', { name: 'Show the reply' }).count(), 0, 'once the turn has ended, nothing to show');
     assert.equal(await page.getByText('Ctrl+Enter sends').isVisible(), false, 'no script, no shortcut to offer');
 
     // A conversation taller than the transcript's box opens at its newest message, script or not.

@@ -9,9 +9,10 @@ import type { TranscriptResult } from '../../../services/conversations.ts';
 import { messageList, readLatest, waitingNotice, waitingOnYou, type LatestTranscript, type WaitingOnYou } from './conversations.ts';
 import { hangUpSignal } from '../../hang-up.ts';
 
-// Without JS the form post waits this long for the reply before showing the page (which then
-// refreshes itself while the turn is still running). With JS it waits only a moment, so that
-// quick replies come back at once and the page shows processing/queued for the rest.
+// Without JS the form post waits this long for the reply before showing the page (which, while
+// the turn still runs, offers a link to look again: it never reloads by itself, which would wipe
+// a half-written message). With JS it waits only a moment, so that quick replies come back at
+// once and the page shows processing/queued for the rest, following the turn by polling.
 const NO_JS_WAIT_MS = 10_000;
 const JS_WAIT_MS = 300;
 
@@ -125,7 +126,8 @@ function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
         <div class="chat-scroll" data-chat-scroll tabindex="0" role="region" aria-label="Transcript">
           ${transcript ? messageList(transcript.messages, agentName) : html`<ol class="chat-log" data-chat-log aria-live="polite"><li class="muted empty">Say hello to start a conversation.</li></ol>`}
         </div>
-        <p class="chat-status" data-chat-status role="status" aria-live="polite">${status === 'idle' ? '' : html`<span class="spinner" aria-hidden="true"></span> ${STATUS_TEXT[status]}`}</p>
+        <p class="chat-status" data-chat-status role="status" aria-live="polite">${status === 'idle' ? '' : html`<span class="spinner" aria-hidden="true"></span> ${STATUS_TEXT[status]}
+          <noscript><a href="/chat?session=${transcript!.session_id}">Show the reply</a></noscript>`}</p>
         ${waitingNotice(state.waiting ?? null)}
         ${state.error ? notice('error', state.error) : ''}
         <form method="post" action="/chat" class="chat-form" data-chat-form>
@@ -149,6 +151,5 @@ function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
   }
   return render(request, reply, {
     title: transcript ? `Chat with ${agentName}` : 'Chat', nav: 'chat', body, status: state.status ?? 200,
-    refreshSeconds: status === 'idle' ? undefined : 2,
   });
 }
