@@ -504,6 +504,25 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   await page.getByRole('button', { name: 'Send' }).click();
   await page.locator('[data-chat-waiting]').getByText('1 action to approve or reject').waitFor();
   assert.equal(await page.locator('[data-chat-waiting]').getByRole('link', { name: 'Open the inbox' }).getAttribute('href'), '/inbox');
+  assert.equal(await page.getByRole('status').filter({ hasText: 'Waiting for you' }).count(), 1, 'said in a live region');
+
+  // Settled elsewhere (the inbox in another tab): this tab, left open, learns it by itself, and
+  // shows the agent going on, without a reload.
+  const chatSession = new URL(page.url()).searchParams.get('session')!;
+  const { actions: [summary] } = await t.runtime.services.missions.listActions(user!.id, { sessionId: chatSession });
+  await page.evaluate('window.notReloaded = true');
+  await t.runtime.services.missions.decide(user!.id, [{ operation_id: summary!.operation_id, decision: 'approve' }]);
+  await page.getByText('Done: Send the chat summary').waitFor();
+  await page.locator('[data-chat-waiting]').waitFor({ state: 'hidden' });
+  assert.equal(await page.evaluate('window.notReloaded'), true);
+  // Nothing waits now: the page stops asking, but asks at once when its tab is shown again.
+  const polls: string[] = [];
+  page.on('request', (request) => { if (request.url().includes('/messages.json')) polls.push(request.url()); });
+  await page.waitForTimeout(5_000);
+  assert.deepEqual(polls, [], 'no polling while nothing waits');
+  const asked = page.waitForRequest(/\/messages\.json/);
+  await page.evaluate("document.dispatchEvent(new Event('visibilitychange'))");
+  await asked;
 
   // A message longer than the server allows is stopped in the browser; one at the limit in
   // characters (though longer in UTF-16 units, as maxlength would count) is not.

@@ -103,10 +103,21 @@ document.addEventListener('click', async (event) => {
     waitingNote.querySelector('[data-chat-waiting-text]').textContent = waiting.text;
     waitingNote.hidden = !waiting.text;
   }
+  const somethingWaits = () => Boolean(waitingNote && !waitingNote.hidden);
+  // While something waits, it may be settled in the inbox in another tab, and the agent then goes
+  // on here: look again now and then (not while the tab is hidden: it looks at once when shown).
+  const WAITING_POLL_MS = 4000;
 
+  // One poll at a time: asked for while one is under way, another follows it at once (so that a
+  // message sent meanwhile is followed even if the earlier answer said there was nothing to do).
+  let polling = false;
+  let pollAgain = false;
   async function poll() {
-    timer = null;
+    if (timer) { clearTimeout(timer); timer = null; }
     if (!sessionId) return;
+    if (polling) { pollAgain = true; return; }
+    polling = true;
+    let next = null;
     try {
       const url = '/conversations/' + encodeURIComponent(sessionId) + '/messages.json' + (lastTs ? '?after=' + encodeURIComponent(lastTs) : '');
       const res = await fetch(url, { headers: { Accept: 'application/json' }, credentials: 'same-origin' });
@@ -116,11 +127,19 @@ document.addEventListener('click', async (event) => {
       for (const m of body.messages) { append(m); lastTs = m.ts; }
       showStatus(body.status);
       if (body.waiting) showWaiting(body.waiting);
-      if (body.status !== 'idle' || body.has_more) timer = setTimeout(poll, body.has_more ? 0 : 800);
+      if (body.status !== 'idle' || body.has_more) next = body.has_more ? 0 : 800;
+      else if (somethingWaits() && !document.hidden) next = WAITING_POLL_MS;
     } catch {
-      timer = setTimeout(poll, 3000);
+      next = 3000;
+    } finally {
+      polling = false;
     }
+    if (pollAgain) { pollAgain = false; next = 0; }
+    if (next !== null) timer = setTimeout(poll, next);
   }
+  document.addEventListener('visibilitychange', () => {
+    if (document.visibilityState === 'visible') poll();
+  });
 
   // The server counts characters (code points), not UTF-16 units as maxlength would: check the same way.
   const maxChars = Number(textarea.getAttribute('data-max-chars')) || 0;
@@ -169,7 +188,6 @@ document.addEventListener('click', async (event) => {
       } else {
         textarea.value = '';
         if (body.status) showStatus(body.status === 'completed' || body.status === 'duplicate' ? 'idle' : body.status);
-        if (timer) clearTimeout(timer);
         await poll();
       }
     } catch {
@@ -187,4 +205,5 @@ document.addEventListener('click', async (event) => {
   for (const hint of form.querySelectorAll('[data-js-hint]')) hint.hidden = false;
 
   if (sessionId && root.getAttribute('data-status') !== 'idle') poll();
+  else if (somethingWaits()) timer = setTimeout(poll, WAITING_POLL_MS);
 })();

@@ -74,7 +74,7 @@ export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void
   app.get('/conversations/:sessionId/messages.json', authed<{ Params: { sessionId: string }; Querystring: { after?: string } }>(async (request, reply, session) => {
     const transcript = await readTranscript(ctx, session.userId, request.params.sessionId, request.query.after);
     if (!transcript) return reply.code(404).send({ error: 'session_not_found' });
-    // Once the turn has ended (the chat stops polling then): what it left waiting for this person.
+    // Once the turn has ended: what it left waiting for this person (the chat looks again now and then while something does).
     if (transcript.status !== 'idle' || transcript.has_more) return reply.send(transcript);
     const waiting = await waitingOnYou(ctx, session.userId, transcript.session_id);
     return reply.send({ ...transcript, waiting: { ...waiting, text: waitingText(waiting) } }); // the script shows the text as it is
@@ -108,11 +108,14 @@ function waitingText(waiting: WaitingOnYou | null): string {
   ].filter(Boolean).join(' and ');
 }
 
-/** The chat's pointer to the inbox; hidden (for the script to fill in) while nothing waits. */
+/**
+ * The chat's pointer to the inbox; hidden (for the script to fill in) while nothing waits. In a
+ * live region that is always there, so that a screen reader says it when it appears.
+ */
 export function waitingNotice(waiting: WaitingOnYou | null): SafeHtml {
   const text = waitingText(waiting);
-  return html`<p class="notice notice-info chat-waiting" data-chat-waiting${text ? '' : html` hidden`}>Waiting for you in this conversation:
-    <span data-chat-waiting-text>${text}</span>. <a href="/inbox">Open the inbox</a></p>`;
+  return html`<div role="status"><p class="notice notice-info chat-waiting" data-chat-waiting${text ? '' : html` hidden`}>Waiting for you in this conversation:
+    <span data-chat-waiting-text>${text}</span>. <a href="/inbox">Open the inbox</a></p></div>`;
 }
 
 /** A transcript the user may read, or null (missing, someone else's, or a malformed id). */
