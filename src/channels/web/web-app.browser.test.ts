@@ -532,6 +532,18 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   await page.getByLabel('Message').fill(atLimit);
   assert.equal(await page.getByLabel('Message').evaluate((el) => (el as unknown as { checkValidity(): boolean }).checkValidity()), true);
   assert.equal(await page.getByLabel('Message').inputValue().then((v) => v.length), 64_000, 'nothing was cut off');
+
+  // A message the server refuses (here: this person's allowance a minute is used up) is said in
+  // the red error box that the page without a script shows, and announced; the text stays.
+  const allowance = t.config.webChatRateLimitPerMinute;
+  while ((await t.runtime.rateLimiter.take(`web-chat:${user!.id}`, allowance)).allowed);
+  await page.getByLabel('Message').fill('one too many');
+  await page.getByRole('button', { name: 'Send' }).click();
+  const refusal = page.getByRole('alert');
+  await refusal.getByText(`You have sent ${allowance} messages in the last minute`).waitFor();
+  assert.match(await refusal.getAttribute('class') ?? '', /\bnotice-error\b/);
+  assert.equal(await page.getByLabel('Message').inputValue(), 'one too many');
+  await shoot(page, 'chat-refused');
   await page.getByLabel('Message').fill('');
 
   await page.goto(`${base}/`);

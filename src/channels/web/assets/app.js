@@ -61,6 +61,19 @@ document.addEventListener('click', async (event) => {
     }
   }
 
+  // A message that could not be sent: said as the page says it without this script (layout.ts's
+  // notice('error', …)), and announced at once.
+  const errorSlot = root.querySelector('[data-chat-error]');
+  function showError(message) {
+    errorSlot.textContent = '';
+    if (!message) return;
+    const box = document.createElement('div');
+    box.className = 'notice notice-error';
+    box.setAttribute('role', 'alert');
+    box.textContent = message;
+    errorSlot.append(box);
+  }
+
   function shownTime(ts) {
     const d = new Date(ts);
     return isNaN(d.getTime()) ? ts : d.toISOString().replace('T', ' ').slice(0, 16) + '\u00a0UTC';
@@ -184,14 +197,15 @@ document.addEventListener('click', async (event) => {
         form.append(hidden);
       }
       if (!res.ok && !body.session_id) {
-        statusLine.textContent = body.message || 'The message could not be sent.';
+        showError(body.message || 'The message could not be sent.');
       } else {
+        showError('');
         textarea.value = '';
         if (body.status) showStatus(body.status === 'completed' || body.status === 'duplicate' ? 'idle' : body.status);
         await poll();
       }
     } catch {
-      statusLine.textContent = 'The message could not be sent. Check your connection and try again.';
+      showError('The message could not be sent. Check your connection and try again.');
     } finally {
       button.disabled = false;
       textarea.focus();

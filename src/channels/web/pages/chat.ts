@@ -129,7 +129,7 @@ function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
         <p class="chat-status" data-chat-status role="status" aria-live="polite">${status === 'idle' ? '' : html`<span class="spinner" aria-hidden="true"></span> ${STATUS_TEXT[status]}
           <noscript><a href="/chat?session=${transcript!.session_id}">Show the reply</a></noscript>`}</p>
         ${waitingNotice(state.waiting ?? null)}
-        ${state.error ? notice('error', state.error) : ''}
+        <div data-chat-error>${state.error ? notice('error', state.error) : ''}</div>
         <form method="post" action="/chat" class="chat-form" data-chat-form>
           ${csrfField(request.csrfToken)}
           ${transcript
