@@ -30,7 +30,7 @@ async function longSession(userId: string, agentId: string, count: number): Prom
 const texts = (body: string) => [...body.matchAll(/<div class="msg-text">([^<]*)<\/div>/g)].map((m) => m[1]);
 const turns = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => `turn ${from + i}`);
 
-test('the chat of a long conversation shows its latest messages, with a way to the earlier ones', async () => {
+test('the chat and the transcript of a long conversation show its latest messages, with a way to the earlier ones', async () => {
   const { web, userId, agentId } = await signedIn();
   const sessionId = await longSession(userId, agentId, 130);
   const chat = await web.get(`/chat?session=${sessionId}`);
@@ -40,14 +40,26 @@ test('the chat of a long conversation shows its latest messages, with a way to t
   const earlier = /<a href="(\/conversations\/[^"]+\?before=[^"]+)">Earlier messages<\/a> \(showing the latest 100\)/.exec(chat.body)?.[1];
   assert.ok(earlier, 'a link to the earlier messages');
 
-  // The earlier page: turns 1–30, nothing before them, and a way forward.
+  // The earlier page: turns 1–30, nothing before them, said so, and a way forward.
   const page = await web.get(earlier.replaceAll('&amp;', '&'));
   assert.equal(page.statusCode, 200);
   assert.deepEqual(texts(page.body), turns(1, 30));
   assert.doesNotMatch(page.body, />Earlier messages</);
+  assert.match(page.body, new RegExp(`<p class="muted small">The start of the conversation\\. <a href="/conversations/${sessionId}">Go to the latest</a></p>`));
+  assert.doesNotMatch(page.body, /From the start/);
   const later = /<a class="btn btn-quiet" href="([^"]+)">Later messages<\/a>/.exec(page.body)?.[1];
   assert.ok(later);
-  assert.deepEqual(texts((await web.get(later)).body), turns(31, 130));
+  const latest = (await web.get(later)).body;
+  assert.deepEqual(texts(latest), turns(31, 130));
+  assert.match(latest, /<p class="muted small">The latest messages\.<\/p>/);
+  assert.doesNotMatch(latest, />Later messages</);
+
+  // The transcript page opens at the latest messages too, with the same way back; no words needed.
+  const transcript = await web.get(`/conversations/${sessionId}`);
+  assert.deepEqual(texts(transcript.body), turns(31, 130));
+  assert.match(transcript.body, />Earlier messages<\/a>/);
+  assert.doesNotMatch(transcript.body, /<p class="muted small">/);
+  assert.doesNotMatch(transcript.body, />Later messages</);
 
   // What the chat's script polls for continues from the last message shown.
   const poll = await web.get(`/conversations/${sessionId}/messages.json?after=${encodeURIComponent(last)}`, { accept: 'application/json' });

@@ -43,16 +43,22 @@ export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void
 
   app.get('/conversations/:sessionId', authed<{ Params: { sessionId: string }; Querystring: { after?: string; before?: string } }>(async (request, reply, session) => {
     const { after, before } = request.query;
-    const transcript = before
-      ? await readLatest(ctx, session.userId, request.params.sessionId, before)
-      : await readTranscript(ctx, session.userId, request.params.sessionId, after);
+    // Opens at the latest messages, as the chat does; `before` and `after` page back and forth.
+    const transcript = after
+      ? await readTranscript(ctx, session.userId, request.params.sessionId, after)
+      : await readLatest(ctx, session.userId, request.params.sessionId, before);
     if (!transcript) return errorPage(request, reply, 404, 'Conversation not found', 'You have no conversation with this id.');
     const agents = await ctx.services.agents.listForUser(session.userId);
     const agentName = agents.find((a) => a.agent_id === transcript.agent_id)?.name ?? transcript.agent_id;
     const first = transcript.messages[0];
     const last = transcript.messages.at(-1);
     const base = `/conversations/${transcript.session_id}`;
-    const hasEarlier = 'has_earlier' in transcript ? transcript.has_earlier : Boolean(after);
+    const hasEarlier = 'has_earlier' in transcript ? transcript.has_earlier : true; // a page after a message has that message before it
+    const hasLater = transcript.has_more;
+    // Where a page other than the latest stands in the conversation (the latest needs no words).
+    const where = !after && !before ? null
+      : !hasEarlier ? (hasLater ? 'The start of the conversation.' : null)
+      : hasLater ? 'Earlier messages of the conversation.' : 'The latest messages.';
     return render(request, reply, {
       title: `Conversation with ${agentName}`, nav: 'conversations',
       body: html`<p class="crumbs"><a href="/conversations">Conversations</a> / <code>${transcript.session_id}</code></p>
@@ -62,10 +68,10 @@ export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void
         </div>
         <section class="card" aria-labelledby="transcript-h">
           <h2 id="transcript-h" class="sr-only">Transcript</h2>
-          ${after || before ? html`<p class="muted small">Showing part of the conversation. <a href="${base}">From the start</a></p>` : ''}
+          ${where ? html`<p class="muted small">${where}${hasLater ? html` <a href="${base}">Go to the latest</a>` : ''}</p>` : ''}
           ${hasEarlier && first ? html`<p class="pager"><a class="btn btn-quiet" href="${base}?before=${encodeURIComponent(first.ts)}">Earlier messages</a></p>` : ''}
           ${messageList(transcript.messages, agentName)}
-          ${transcript.has_more && last ? html`<p class="pager"><a class="btn btn-quiet" href="${base}?after=${encodeURIComponent(last.ts)}">Later messages</a></p>` : ''}
+          ${hasLater && last ? html`<p class="pager"><a class="btn btn-quiet" href="${base}?after=${encodeURIComponent(last.ts)}">Later messages</a></p>` : ''}
         </section>`,
     });
   }));
