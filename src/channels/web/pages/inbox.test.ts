@@ -50,7 +50,7 @@ test('happy: approve a pending action; the agent carries on', async () => {
   const op = opIdIn(sent.reply);
   const page = await web.get('/inbox');
   assert.match(page.body, new RegExp(`<li class="card item" id="${op}">`));
-  assert.match(page.body, /<strong class="item-title">Send the report<\/strong>/);
+  assert.match(page.body, /<h3 class="item-title">Send the report<\/h3>/);
   assert.match(page.body, /<span class="badge badge-kind">email<\/span>/);
   const res = await web.post(`/inbox/actions/${op}`, { decision: 'approve', reason: '' });
   assert.equal(res.statusCode, 303);
@@ -102,11 +102,56 @@ test('the reason field belongs to a reject form of its own: Enter in it rejects,
   assert.match(reject, /<input type="hidden" name="decision" value="reject">/);
   assert.match(reject, new RegExp(`<input id="reason-${op}" name="reason" type="text"`));
   assert.equal([...reject.matchAll(/type="submit"/g)].length, 1, 'its only button is Reject');
-  assert.match(reject, /<button type="submit" class="btn btn-danger-quiet">Reject<\/button>/);
+  assert.match(reject, /<button type="submit" class="btn btn-danger-quiet">Reject<span class="sr-only"> “Check the forms”<\/span><\/button>/);
   // What Enter in the field sends: the form's fields, without a button's name.
   const res = await web.post(`/inbox/actions/${op}`, { decision: 'reject', reason: 'wrong recipient' });
   assert.equal(res.headers.location, '/inbox?done=rejected&n=1');
   await agentSays(user, sent.session_id, 'Re-planned: wrong recipient');
+});
+
+/** The text of the element with this id in `html`, its nested elements' text included. */
+function textOf(html: string, id: string): string {
+  const open = new RegExp(`<(\\w+)[^>]* id="${id}"[^>]*>`).exec(html)!;
+  const tag = open[1]!;
+  let depth = 1;
+  let at = open.index + open[0].length;
+  const from = at;
+  const tags = new RegExp(`<(/?)${tag}\\b[^>]*>`, 'g');
+  tags.lastIndex = at;
+  for (let m = tags.exec(html); m; m = tags.exec(html)) {
+    depth += m[1] ? -1 : 1;
+    if (depth === 0) { at = m.index; break; }
+  }
+  return html.slice(from, at).replace(/<[^>]+>/g, '').trim();
+}
+
+test("every card's controls say, to a screen reader, which card they belong to; the answer field is described by its question", async () => {
+  const { user, web } = await signedIn();
+  const report = opIdIn((await say(user, '!action email Send the report')).reply);
+  const digest = opIdIn((await say(user, '!action email Send the digest')).reply);
+  const copies = reqIdIn((await say(user, '!ask number How many copies?')).reply);
+  const colour = reqIdIn((await say(user, '!ask choice:red|blue Which colour?')).reply);
+  const page = (await web.get('/inbox')).body;
+  const card = (id: string) => new RegExp(`<li class="card item" id="${id}">([\\s\\S]*?)</li>`).exec(page)![1]!;
+  // What a screen reader names each control by: its text, hidden parts included.
+  const names = (html: string, pattern: RegExp) => [...html.matchAll(pattern)].map((m) => m[1]!.replace(/<[^>]+>/g, '').trim());
+  for (const [id, title] of [[report, 'Send the report'], [digest, 'Send the digest']] as const) {
+    const html = card(id);
+    assert.match(html, new RegExp(`<h3 class="item-title">${title}</h3>`), 'the card title is a heading under the section\'s h2');
+    assert.deepEqual(names(html, /<button type="submit"[^>]*value="approve" [^>]*>([\s\S]*?)<\/button>/g), [`Approve “${title}”`]);
+    assert.deepEqual(names(html, /<button type="submit" class="btn btn-danger-quiet">([\s\S]*?)<\/button>/g), [`Reject “${title}”`]);
+    assert.deepEqual(names(html, /<label for="reason-[^"]+">([\s\S]*?)<span class="muted">/g), [`Reason for rejecting “${title}”`]);
+    assert.deepEqual(names(html, /<a href="\/conversations\/[^"]+">([\s\S]*?)<\/a>/g), [`conversation “${title}”`]);
+  }
+  for (const [id, title, expects] of [[copies, 'How many copies?', 'Expects a number'], [colour, 'Which colour?', 'Expects one of: red, blue']] as const) {
+    const html = card(id);
+    assert.deepEqual(names(html, /<label for="answer-[^"]+">([\s\S]*?)<\/label>/g), [`Your answer “${title}”`]);
+    assert.deepEqual(names(html, /<button type="submit" class="btn">([\s\S]*?)<\/button>/g), [`Answer “${title}”`]);
+    const describedBy = new RegExp(`<input id="answer-${id}"[^>]* aria-describedby="([^"]+)"`).exec(html)![1]!.split(' ');
+    const description = describedBy.map((ref) => textOf(html, ref)).join(' ');
+    assert.equal(description, `${title} ${expects}`);
+  }
+  assert.ok(page.indexOf('<h2 id="actions-h">') < page.indexOf('<h3'), 'h3 cards follow their h2');
 });
 
 test('happy/error: a refused answer shows the agent\'s reason and keeps the question open; a fitting one is accepted', async () => {
@@ -114,7 +159,7 @@ test('happy/error: a refused answer shows the agent\'s reason and keeps the ques
   const asked = await say(user, '!ask yesno Proceed with the launch?');
   const req = reqIdIn(asked.reply);
   const page = await web.get('/inbox');
-  assert.match(page.body, /<strong class="item-title">Proceed with the launch\?<\/strong>/);
+  assert.match(page.body, new RegExp(`<h3 class="item-title" id="${req}-text">Proceed with the launch\\?</h3>`));
   assert.match(page.body, /asked of you/);
   const posted = await web.post(`/inbox/questions/${req}`, { text: 'perhaps' });
   assert.equal(posted.statusCode, 303, 'redirect after the post: a reload does not answer again');

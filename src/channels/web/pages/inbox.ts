@@ -6,6 +6,7 @@ import { html, type SafeHtml } from '../html.ts';
 import { csrfField, notice, time } from '../layout.ts';
 import { TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
 import { DECISIONS, REASON_MAX_LENGTH as REASON_MAX, type Decision } from '../../../services/missions.ts';
+import { preview } from './conversations.ts';
 
 /** How many actions and questions wait for the user. */
 export async function inboxCounts(ctx: WebContext, userId: string): Promise<{ actions: number; questions: number }> {
@@ -120,22 +121,23 @@ async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: Fastif
         ${actions.length === 0 ? html`<p class="card muted">Nothing to approve.</p>` : html`<ul class="cards">${actions.map((a) => {
           const sameKind = kindsCount.get(`${a.agent_id} ${a.kind}`) ?? 1;
           const action = `${INBOX_PATH}/actions/${a.operation_id}`;
+          const which = cardContext(a.summary);
           return html`<li class="card item" id="${a.operation_id}">
-            <div class="item-head"><span class="badge badge-kind">${a.kind}</span> <strong class="item-title">${a.summary}</strong></div>
-            <p class="muted small">${agentName(a.agent_id)} · <a href="/conversations/${a.session_id}">conversation</a> · ${time(a.created_at)} · <code>${a.operation_id}</code></p>
+            <div class="item-head"><span class="badge badge-kind">${a.kind}</span> <h3 class="item-title">${a.summary}</h3></div>
+            <p class="muted small">${agentName(a.agent_id)} · <a href="/conversations/${a.session_id}">conversation${which}</a> · ${time(a.created_at)} · <code>${a.operation_id}</code></p>
             ${detailsBlock(a.details, a)}
             <form method="post" action="${action}" class="decide row">
               ${csrfField(request.csrfToken)}
-              <button type="submit" name="decision" value="approve" class="btn">Approve</button>
+              <button type="submit" name="decision" value="approve" class="btn">Approve${which}</button>
               <button type="submit" name="decision" value="approve_same_type" class="btn btn-quiet" title="Approves this and every other pending “${a.kind}” action of ${agentName(a.agent_id)}">Approve all “${a.kind}”${sameKind > 1 ? ` (${sameKind})` : ''}</button>
             </form>
             <form method="post" action="${action}" class="reject">
               ${csrfField(request.csrfToken)}
               <input type="hidden" name="decision" value="reject">
-              <label for="reason-${a.operation_id}">Reason for rejecting <span class="muted">(optional: the agent re-plans around it; without one the mission stops)</span></label>
+              <label for="reason-${a.operation_id}">Reason for rejecting${which} <span class="muted">(optional: the agent re-plans around it; without one the mission stops)</span></label>
               <div class="row">
                 <input id="reason-${a.operation_id}" name="reason" type="text" maxlength="${REASON_MAX}">
-                <button type="submit" class="btn btn-danger-quiet">Reject</button>
+                <button type="submit" class="btn btn-danger-quiet">Reject${which}</button>
               </div>
             </form>
           </li>`;
@@ -145,16 +147,20 @@ async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: Fastif
         <h2 id="questions-h">Open questions <span class="count">${questions.length}</span></h2>
         ${questions.length === 0 ? html`<p class="card muted">No open questions.</p>` : html`<ul class="cards">${questions.map((q) => {
           const refused = state.refused?.requestId === q.request_id ? state.refused : undefined;
-          return html`<li class="card item" id="${q.request_id}">
-            <div class="item-head"><strong class="item-title">${q.text}</strong> <span class="badge">${answerHint(q.answer_type)}</span></div>
-            <p class="muted small">${agentName(q.agent_id)} · <a href="/conversations/${q.session_id}">conversation</a> · ${time(q.created_at)} · ${q.asked_of === session.userId ? 'asked of you' : `asked of ${others.get(q.asked_of) ?? 'another member'}`}</p>
-            <form method="post" action="${INBOX_PATH}/questions/${q.request_id}" class="answer">
+          const which = cardContext(q.text);
+          const id = q.request_id;
+          // The field is described by the question and the kind of answer it expects (and why the last one was refused).
+          const describedBy = `${id}-text ${id}-type${refused ? ` answer-${id}-error` : ''}`;
+          return html`<li class="card item" id="${id}">
+            <div class="item-head"><h3 class="item-title" id="${id}-text">${q.text}</h3> <span class="badge" id="${id}-type"><span class="sr-only">Expects </span>${answerHint(q.answer_type)}</span></div>
+            <p class="muted small">${agentName(q.agent_id)} · <a href="/conversations/${q.session_id}">conversation${which}</a> · ${time(q.created_at)} · ${q.asked_of === session.userId ? 'asked of you' : `asked of ${others.get(q.asked_of) ?? 'another member'}`}</p>
+            <form method="post" action="${INBOX_PATH}/questions/${id}" class="answer">
               ${csrfField(request.csrfToken)}
               <div class="field${refused ? ' has-error' : ''}">
-                <label for="answer-${q.request_id}">Your answer</label>
+                <label for="answer-${id}">Your answer${which}</label>
                 <div class="row">
-                  <input id="answer-${q.request_id}" name="text" type="text" required maxlength="${TEXT_MAX_LENGTH}" value="${refused?.text ?? ''}"${refused ? html` aria-invalid="true" aria-describedby="answer-${q.request_id}-error"` : ''}>
-                  <button type="submit" class="btn">Answer</button>
+                  <input id="answer-${id}" name="text" type="text" required maxlength="${TEXT_MAX_LENGTH}" value="${refused?.text ?? ''}" aria-describedby="${describedBy}"${refused ? html` aria-invalid="true"` : ''}>
+                  <button type="submit" class="btn">Answer${which}</button>
                 </div>
                 ${refused ? html`<p class="error" id="answer-${q.request_id}-error" role="alert">Not accepted: ${refused.reason}</p>` : ''}
               </div>
@@ -163,6 +169,15 @@ async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: Fastif
         })}</ul>`}
       </section>`,
   });
+}
+
+/**
+ * Which card a control belongs to, for screen readers only (as the keys page's "Revoke<hidden
+ * label>"): every card has an Approve, a Reject, an answer field…, and a list of their names
+ * should tell them apart. The card's title, cut to one short line.
+ */
+function cardContext(title: string): SafeHtml {
+  return html`<span class="sr-only"> “${preview(title, 60)}”</span>`;
 }
 
 /** The action's details, leaving out what the card already shows (its kind and summary). */
