@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { API, startTestApp, type TestApp, type TestUser } from '../../../testing/harness.ts';
 import { WebClient } from '../web-client.test-helper.ts';
+import { memberOfOwnersWorkspace } from '../../../services/missions.test-helper.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp(); });
@@ -178,6 +179,25 @@ test('happy/error: a refused answer shows the agent\'s reason and keeps the ques
   assert.match(after.body, /Answer accepted/);
   assert.match(after.body, /No open questions/);
   await agentSays(user, asked.session_id, 'Noted: yes');
+});
+
+test("a question put to you in someone else's conversation links it only for its owner, and says whose agent asks", async () => {
+  const owner = await t.userWithAgent({ agentName: 'Owner bot' });
+  const member = await memberOfOwnersWorkspace(t, owner);
+  const asked = await say(owner, `!ask-user ${member.email} yesno Deploy on Friday?`);
+  const req = reqIdIn(asked.reply);
+  const memberWeb = new WebClient(t);
+  await memberWeb.login(member.email, member.password);
+  const card = (body: string) => new RegExp(`<li class="card item" id="${req}">([\\s\\S]*?)</li>`).exec(body)![1]!;
+  const seenByMember = card((await memberWeb.get('/inbox')).body);
+  assert.doesNotMatch(seenByMember, /href="\/conversations\//, 'no link that would open a 404');
+  assert.equal((await memberWeb.get(`/conversations/${asked.session_id}`)).statusCode, 404, 'as it would');
+  assert.match(seenByMember, new RegExp(`Owner bot · .* · asked of you by an agent of ${owner.email.replaceAll('.', '\\.')}&#39;s personal workspace, in a conversation that is not yours`));
+  const ownerWeb = new WebClient(t);
+  await ownerWeb.login(owner.email, owner.password);
+  const seenByOwner = card((await ownerWeb.get('/inbox')).body);
+  assert.match(seenByOwner, new RegExp(`<a href="/conversations/${asked.session_id}">conversation`));
+  assert.match(seenByOwner, new RegExp(`asked of ${member.email.replaceAll('.', '\\.')}`));
 });
 
 test('error: a settled action and an unknown decision are explained', async () => {

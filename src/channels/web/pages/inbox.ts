@@ -97,12 +97,22 @@ export function inboxRoutes(app: FastifyInstance, ctx: WebContext): void {
 async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: FastifyReply, session: WebSession, state: {
   message?: SafeHtml | null; refused?: Refused | undefined;
 }) {
-  const [{ actions }, { questions }, agents] = await Promise.all([
+  const [{ actions }, { questions }, agents, workspaces] = await Promise.all([
     ctx.services.missions.listActions(session.userId),
     ctx.services.missions.listQuestions(session.userId),
     ctx.services.agents.listForUser(session.userId),
+    ctx.services.accounts.workspacesOf(session.userId),
   ]);
   const agentName = (id: string) => agents.find((a) => a.agent_id === id)?.name ?? id;
+  // A question may be put to you in someone else's conversation (`!ask-user`), which you cannot
+  // open: it is linked only for whom it opens; for the others, the agent's workspace says whose
+  // agent asks (its name as your account page shows it: "alice@…'s personal workspace").
+  const yourSessions = new Set((await Promise.all([...new Set(questions.map((q) => q.session_id))]
+    .map((id) => ctx.services.conversations.findOwnSession(session.userId, id)))).flatMap((s) => (s ? [s.id] : [])));
+  const workspaceOfAgent = (id: string) => {
+    const workspaceId = agents.find((a) => a.agent_id === id)?.workspace_id;
+    return workspaces.find((w) => w.workspace_id === workspaceId)?.name;
+  };
   const others = new Map<string, string>();
   for (const q of questions) {
     if (q.asked_of !== session.userId && !others.has(q.asked_of)) {
@@ -153,7 +163,9 @@ async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: Fastif
           const describedBy = `${id}-text ${id}-type${refused ? ` answer-${id}-error` : ''}`;
           return html`<li class="card item" id="${id}">
             <div class="item-head"><h3 class="item-title" id="${id}-text">${q.text}</h3> <span class="badge" id="${id}-type"><span class="sr-only">Expects </span>${answerHint(q.answer_type)}</span></div>
-            <p class="muted small">${agentName(q.agent_id)} · <a href="/conversations/${q.session_id}">conversation${which}</a> · ${time(q.created_at)} · ${q.asked_of === session.userId ? 'asked of you' : `asked of ${others.get(q.asked_of) ?? 'another member'}`}</p>
+            <p class="muted small">${yourSessions.has(q.session_id)
+              ? html`${agentName(q.agent_id)} · <a href="/conversations/${q.session_id}">conversation${which}</a> · ${time(q.created_at)} · ${q.asked_of === session.userId ? 'asked of you' : `asked of ${others.get(q.asked_of) ?? 'another member'}`}`
+              : html`${agentName(q.agent_id)} · ${time(q.created_at)} · asked of you${workspaceOfAgent(q.agent_id) ? ` by an agent of ${workspaceOfAgent(q.agent_id)}` : ''}, in a conversation that is not yours`}</p>
             <form method="post" action="${INBOX_PATH}/questions/${id}" class="answer">
               ${csrfField(request.csrfToken)}
               <div class="field${refused ? ' has-error' : ''}">
