@@ -136,6 +136,20 @@ export class MissionsService {
     return { questions: rows.map(toQuestionView) };
   }
 
+  /**
+   * How one of the caller's actions was settled, so that a decision that came too late can say
+   * so ("already approved"): null while it is pending, and for an action that is not the caller's.
+   */
+  async settledAction(userId: string, operationId: string): Promise<{ summary: string; outcome: 'approved' | 'rejected' | 'closed' } | null> {
+    if (!looksLikeId('action', operationId)) return null;
+    const action = await this.db.selectFrom('actions').select(['summary', 'status'])
+      .where('id', '=', operationId).where('owner_user_id', '=', userId).executeTakeFirst();
+    if (!action || action.status === 'pending') return null;
+    // Approved actions go on to executing, done or failed; a closed one was never decided.
+    const outcome = action.status === 'rejected' ? 'rejected' : action.status === 'closed' ? 'closed' : 'approved';
+    return { summary: action.summary, outcome };
+  }
+
   /** §5: one result per entry, in order; entries are settled one after the other. */
   async decide(userId: string, entries: unknown): Promise<{ results: DecisionResult[] }> {
     const list = bulkEntries(entries, 'decisions');

@@ -208,10 +208,20 @@ test('error: a settled action and an unknown decision are explained', async () =
   assert.equal((await web.post(`/inbox/actions/${op}`, { decision: 'approve' })).statusCode, 303);
   await web.get('/inbox');
   // Errors are shown after a redirect too: a reload never posts the form again.
-  const again = await web.post(`/inbox/actions/${op}`, { decision: 'approve' });
+  const again = await web.post(`/inbox/actions/${op}`, { decision: 'reject' });
   assert.equal(again.statusCode, 303);
-  assert.equal(again.headers.location, '/inbox?error=already_settled');
-  assert.match((await web.get(String(again.headers.location))).body, /role="alert">This action was already settled\./);
+  assert.equal(again.headers.location, `/inbox?error=already_settled&op=${op}`);
+  assert.match((await web.get(String(again.headers.location))).body, /role="alert">Your decision was not recorded: “Once only” was already approved\./);
+  const rejected = opIdIn((await say(user, '!action email Twice only')).reply);
+  await web.post(`/inbox/actions/${rejected}`, { decision: 'reject' });
+  const late = await web.post(`/inbox/actions/${rejected}`, { decision: 'approve' });
+  assert.match((await web.get(String(late.headers.location))).body, /role="alert">Your decision was not recorded: “Twice only” was already rejected\./);
+  // Closed without a decision: its conversation went away (as when deleted) before the decision came.
+  const orphan = await say(user, '!action email Never decided');
+  await t.runtime.store.db.deleteFrom('sessions').where('id', '=', orphan.session_id).execute();
+  const closed = await web.post(`/inbox/actions/${opIdIn(orphan.reply)}`, { decision: 'approve' });
+  assert.equal(closed.headers.location, `/inbox?error=not_found&op=${opIdIn(orphan.reply)}`);
+  assert.match((await web.get(String(closed.headers.location))).body, /role="alert">Your decision was not recorded: “Never decided” was closed without a decision: its conversation or its agent is gone/);
   const weird = await web.post(`/inbox/actions/${op}`, { decision: 'maybe' });
   assert.equal(weird.headers.location, '/inbox?error=invalid_decision');
   assert.match((await web.get(String(weird.headers.location))).body, /Choose approve, approve all of this kind, or reject/);
@@ -235,8 +245,10 @@ test("security: another account's action and question are not found and stay uns
   assert.ok(!page.body.includes('Private mail'));
   assert.ok(!page.body.includes('Private question'));
   const decide = await web.post(`/inbox/actions/${opIdIn(action.reply)}`, { decision: 'approve' });
-  assert.equal(decide.headers.location, '/inbox?error=not_found');
-  assert.match((await web.get(String(decide.headers.location))).body, /no pending action with this id/);
+  assert.equal(decide.headers.location, `/inbox?error=not_found&op=${opIdIn(action.reply)}`);
+  const refused = (await web.get(String(decide.headers.location))).body;
+  assert.match(refused, /no pending action with this id/);
+  assert.ok(!refused.includes('Private mail'), 'another account\'s action is not named');
   const answer = await web.post(`/inbox/questions/${reqIdIn(question.reply)}`, { text: 'yes' });
   assert.equal(answer.headers.location, '/inbox?error=question_not_found');
   assert.match((await web.get(String(answer.headers.location))).body, /no open question with this id/);
@@ -244,6 +256,11 @@ test("security: another account's action and question are not found and stay uns
   const { questions } = await t.runtime.services.missions.listQuestions(owner.id);
   assert.equal(actions.length, 1);
   assert.equal(questions.length, 1);
+  // Nor once it is settled: the page names only your own.
+  await t.runtime.services.missions.decide(owner.id, [{ operation_id: opIdIn(action.reply), decision: 'approve' }]);
+  const settled = (await web.get(`/inbox?error=already_settled&op=${opIdIn(action.reply)}`)).body;
+  assert.ok(!settled.includes('Private mail'));
+  assert.match(settled, /This action was already settled\./);
 });
 
 test('security: HTML in action summaries and question texts is escaped; decisions need the token', async () => {

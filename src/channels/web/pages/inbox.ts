@@ -31,6 +31,13 @@ const ERRORS: Record<string, string> = {
   failed: 'That could not be recorded. Reload the page and try again.',
 };
 
+/** How an action was settled before a decision came, as the end of a sentence. */
+const SETTLED = {
+  approved: 'was already approved.',
+  rejected: 'was already rejected.',
+  closed: 'was closed without a decision: its conversation or its agent is gone, or you are no longer in its workspace.',
+} as const;
+
 interface Refused {
   requestId: string;
   reason: string;
@@ -43,12 +50,15 @@ interface Refused {
  * the URL; a refused answer's reason and text travel in a sealed session cookie.
  */
 export function inboxRoutes(app: FastifyInstance, ctx: WebContext): void {
-  app.get(INBOX_PATH, authed<{ Querystring: { done?: string; n?: string; error?: string; refused?: string } }>(async (request, reply, session) => {
-    const { done, n, error } = request.query;
+  app.get(INBOX_PATH, authed<{ Querystring: { done?: string; n?: string; error?: string; op?: string; refused?: string } }>(async (request, reply, session) => {
+    const { done, n, error, op } = request.query;
     const count = Math.max(0, Math.min(1000, Number.parseInt(n ?? '1', 10) || 1));
+    // A decision that came too late names the action and how it was settled (the caller's own only).
+    const settled = op && (error === 'already_settled' || error === 'not_found') ? await ctx.services.missions.settledAction(session.userId, op) : null;
     const message = done === 'approved' ? notice('ok', count > 1 ? `Approved ${count} actions. The agent carries on.` : 'Approved. The agent carries on.')
       : done === 'rejected' ? notice('ok', 'Rejected. The agent has been told.')
       : done === 'answered' ? notice('ok', 'Answer accepted. The agent carries on.')
+      : settled ? notice('error', `Your decision was not recorded: “${settled.summary}” ${SETTLED[settled.outcome]}`)
       : error && Object.hasOwn(ERRORS, error) ? notice('error', ERRORS[error]!)
       : null;
     let refused: Refused | undefined;
@@ -71,7 +81,8 @@ export function inboxRoutes(app: FastifyInstance, ctx: WebContext): void {
     const { results: [result] } = await ctx.services.missions.decide(session.userId, [entry]);
     if (!result?.ok) {
       const code = result?.error.code;
-      return reply.redirect(`${INBOX_PATH}?error=${code && Object.hasOwn(ERRORS, code) ? code : 'failed'}`, 303);
+      const named = code === 'already_settled' || code === 'not_found' ? `&op=${encodeURIComponent(request.params.operationId)}` : '';
+      return reply.redirect(`${INBOX_PATH}?error=${code && Object.hasOwn(ERRORS, code) ? code : 'failed'}${named}`, 303);
     }
     const n = 1 + result.also_approved.length;
     return reply.redirect(`${INBOX_PATH}?done=${result.outcome === 'rejected' ? 'rejected' : 'approved'}&n=${n}`, 303);
