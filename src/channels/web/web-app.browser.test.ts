@@ -250,6 +250,19 @@ async function shoot(page: Page, name: string, options: { dark?: boolean } = {})
   await page.setViewportSize(DESKTOP);
 }
 
+/** The new key is seen whole (wrapped, not cut off in a field) at phone widths. */
+async function wholeKeyInView(page: Page): Promise<void> {
+  for (const viewport of [PHONE, NARROWEST]) {
+    await page.setViewportSize(viewport);
+    const shown = await page.locator('#new-key').evaluate((el) => {
+      const box = el.getBoundingClientRect();
+      return { fits: el.scrollWidth <= el.clientWidth, left: box.left, right: box.right, width: (globalThis as unknown as { innerWidth: number }).innerWidth };
+    });
+    assert.ok(shown.fits && shown.left >= 0 && shown.right <= shown.width, `the whole key is in view at ${viewport.width} px: ${JSON.stringify(shown)}`);
+  }
+  await page.setViewportSize(DESKTOP);
+}
+
 /** The bounding boxes of elements, to compare how they line up. */
 async function boxes(page: Page, selectors: string[]): Promise<{ x: number; y: number; width: number; height: number }[]> {
   return Promise.all(selectors.map(async (selector) => {
@@ -362,10 +375,11 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   await page.getByRole('button', { name: 'Create key' }).click();
   const secretBox = page.locator('#new-key');
   await secretBox.waitFor();
-  const token = await secretBox.inputValue();
+  const token = (await secretBox.textContent())!.trim();
   assert.match(token, /^ak_[A-Za-z0-9]+_[A-Za-z0-9]{43}$/);
-  await page.getByRole('button', { name: 'Copy' }).click();
-  await page.getByRole('button', { name: /Copied|Press Ctrl\+C/ }).waitFor();
+  await page.getByRole('button', { name: 'Copy the key' }).click();
+  await page.getByRole('status').filter({ hasText: /^(Copied\.|Selected: press Ctrl\+C to copy\.)$/ }).waitFor();
+  await wholeKeyInView(page);
   await shoot(page, 'keys-new');
   await page.reload();
   assert.equal(await page.locator('#new-key').count(), 0, 'the secret is gone on reload');
@@ -593,6 +607,14 @@ test('the pages work without JavaScript (forms post; the chat offers a link to t
     await page.getByLabel('Name').fill('Plain bot');
     await page.getByRole('button', { name: 'Create agent' }).click();
     await page.getByText('Agent “Plain bot” is ready').waitFor();
+
+    // A new key: all of it in view, and no Copy button that could do nothing.
+    await page.goto(`${base}/account/keys`);
+    await page.getByLabel('Label').fill('plain key');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    assert.match((await page.locator('#new-key').textContent())!.trim(), /^ak_[A-Za-z0-9]+_[A-Za-z0-9]{43}$/);
+    assert.equal(await page.getByRole('button', { name: 'Copy the key' }).isVisible(), false, 'no script, no copy button');
+    await wholeKeyInView(page);
     await page.goto(`${base}/chat`);
     await page.getByLabel('Message').fill('!sleep 7000 patience');
     await page.getByRole('button', { name: 'Send' }).click();

@@ -1,23 +1,31 @@
 // agent-channel web app: small progressive enhancements. Every page works without this file.
 'use strict';
 
-// Copy buttons: <button data-copy="#input-id">
+// Copy buttons: <button data-copy="<selector of the text>" hidden>, shown by this script (without
+// it they could do nothing). The outcome is said in the live region beside them ([data-copy-status]).
+for (const button of document.querySelectorAll('[data-copy]')) button.hidden = false;
 document.addEventListener('click', async (event) => {
   const button = event.target instanceof Element ? event.target.closest('[data-copy]') : null;
   if (!button) return;
-  const input = document.querySelector(button.getAttribute('data-copy'));
-  if (!input) return;
-  input.select();
+  const source = document.querySelector(button.getAttribute('data-copy'));
+  if (!source) return;
+  // Selected too, so that Ctrl+C copies it where the clipboard cannot be written.
+  const range = document.createRange();
+  range.selectNodeContents(source);
+  getSelection().removeAllRanges();
+  getSelection().addRange(range);
   let copied = false;
   try {
-    await navigator.clipboard.writeText(input.value);
+    await navigator.clipboard.writeText(source.textContent);
     copied = true;
   } catch {
     try { copied = document.execCommand('copy'); } catch { copied = false; }
   }
-  const label = button.textContent;
-  button.textContent = copied ? 'Copied' : 'Press Ctrl+C';
-  setTimeout(() => { button.textContent = label; }, 2000);
+  const status = button.parentElement.querySelector('[data-copy-status]');
+  if (!status) return;
+  status.textContent = copied ? 'Copied.' : 'Selected: press Ctrl+C to copy.';
+  clearTimeout(status.clearing);
+  status.clearing = setTimeout(() => { status.textContent = ''; }, 5000);
 });
 
 // Chat: send without reloading and follow the turn by polling the transcript.

@@ -15,7 +15,7 @@ async function signedUpUser() {
   return { web, user };
 }
 
-const secretOf = (body: string) => /id="new-key"[^>]*value="(ak_[A-Za-z0-9]+_[A-Za-z0-9]+)"/.exec(body)?.[1];
+const secretOf = (body: string) => /id="new-key"[^>]*>.*?<code>(ak_[A-Za-z0-9]+_[A-Za-z0-9]+)<\/code>/.exec(body)?.[1];
 
 test('the create form shows the defaults', async () => {
   const web = new WebClient(t);
@@ -40,7 +40,9 @@ test('a new key is shown exactly once, with a copy button and a warning, and wor
   const shown = await web.get('/account/keys');
   const token = secretOf(shown.body);
   assert.ok(token, 'the secret is on the page');
-  assert.match(shown.body, /data-copy="#new-key"/);
+  // The copy button needs the script: hidden until it runs (app.js shows it).
+  assert.match(shown.body, /<button type="button" class="btn" data-copy="#new-key code" hidden>Copy<span class="sr-only"> the key<\/span><\/button>/);
+  assert.match(shown.body, /role="status" data-copy-status>/);
   assert.match(shown.body, /shown only this once/);
 
   const again = await web.get('/account/keys');

@@ -188,9 +188,9 @@ async function keysPage(ctx: WebContext, limits: KeyLimits, request: FastifyRequ
           <h2 id="secret-h">Your new key “${created.key.label}”</h2>
           ${notice('warn', html`<strong>Copy this key now.</strong> It is shown only this once: we keep only a hash of it, so nobody can show it to you again. If you lose it, revoke it and create a new one.`)}
           <div class="copy-row">
-            <label for="new-key" class="sr-only">New API key</label>
-            <input id="new-key" class="mono" type="text" readonly value="${created.token}" data-secret>
-            <button type="button" class="btn" data-copy="#new-key">Copy</button>
+            <p class="secret-value" id="new-key" data-secret><code>${created.token}</code></p>
+            <button type="button" class="btn" data-copy="#new-key code" hidden>Copy<span class="sr-only"> the key</span></button>
+            <span class="small" role="status" data-copy-status></span>
           </div>
           <p class="muted small">Use it as <code>Authorization: Bearer &lt;key&gt;</code> against <code>/api/v1/api-channel</code>.</p>
         </section>` : ''}
