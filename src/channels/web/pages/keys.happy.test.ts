@@ -25,6 +25,8 @@ test('the create form shows the defaults', async () => {
   assert.match(res.body, /<label for="f-label">Label<\/label>/);
   assert.match(res.body, /Default 60; at most 10000\./);
   assert.match(res.body, /Default: never expires/);
+  // The defaults are said in the hints; a placeholder ("60", "never") would look like a value filled in.
+  assert.doesNotMatch(res.body, /placeholder=/);
   assert.match(res.body, /You have no API keys yet/);
 });
 
@@ -136,7 +138,7 @@ test('revoking asks for confirmation first, then the key gets 401', async () => 
 
   const confirm = await web.get(`/account/keys/${keyId}/revoke`);
   assert.equal(confirm.statusCode, 200);
-  assert.match(confirm.body, /Revoke “to revoke”\?/);
+  assert.match(confirm.body, /<h1>Revoke “to revoke”\?<\/h1>/);
   assert.match(confirm.body, /will stop working at once/);
   assert.equal((await t.inject({ method: 'GET', url: `${API}/agents`, headers: { authorization: `Bearer ${token}` } })).statusCode, 200,
     'viewing the confirmation revokes nothing');
@@ -147,6 +149,35 @@ test('revoking asks for confirmation first, then the key gets 401', async () => 
   assert.match(list.body, /is revoked/);
   assert.match(list.body, /badge-revoked/);
   assert.equal((await t.inject({ method: 'GET', url: `${API}/agents`, headers: { authorization: `Bearer ${token}` } })).statusCode, 401);
+});
+
+test('the revoke page says what revoking changes for an expired or a disabled key, and that a revoked one is revoked', async () => {
+  const { web, user } = await signedUpUser();
+  const { keys } = t.runtime.services;
+  const page = async (keyId: string) => (await web.get(`/account/keys/${keyId}/revoke`)).body;
+
+  const expired = (await keys.create(user.id, { label: 'old key', expires_in_days: 1 })).key;
+  await t.runtime.store.db.updateTable('api_keys').set({ expires_at: '2026-01-02T03:04:00.000Z' }).where('id', '=', expired.key_id).execute();
+  const expiredPage = await page(expired.key_id);
+  assert.match(expiredPage, /<h1>Revoke “old key”\?<\/h1>/);
+  assert.match(expiredPage, /already expired on <time datetime="2026-01-02T03:04:00.000Z">2026-01-02 03:04\u00a0UTC<\/time>: requests made with it already get/);
+  assert.doesNotMatch(expiredPage, /will stop working/);
+
+  const disabled = (await keys.create(user.id, { label: 'paused key' })).key;
+  await keys.setEnabled(disabled.key_id, false);
+  const disabledPage = await page(disabled.key_id);
+  assert.match(disabledPage, /is disabled by an operator: requests made with it already get/);
+  assert.match(disabledPage, /Once revoked, it can never be enabled again/);
+  assert.doesNotMatch(disabledPage, /will stop working/);
+
+  const gone = (await keys.create(user.id, { label: 'typed' })).key;
+  await keys.revoke(user.id, gone.key_id);
+  const revokedPage = await web.get(`/account/keys/${gone.key_id}/revoke`);
+  assert.match(revokedPage.body, /<title>Key revoked · agent-channel<\/title>/);
+  assert.match(revokedPage.body, /<h1>“typed” is revoked<\/h1>/);
+  assert.doesNotMatch(revokedPage.body, /Revoke “typed”\?/);
+  assert.match(revokedPage.body, /was revoked on <time [^>]+>[^<]+<\/time>: it can never be used again/);
+  assert.doesNotMatch(revokedPage.body, />Revoke key</, 'nothing left to do but go back');
 });
 
 test('the page lists every key still in use, and only the most recently revoked ones; it says how many it leaves out', async () => {

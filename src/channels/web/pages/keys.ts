@@ -109,18 +109,33 @@ export function keysRoutes(app: FastifyInstance, ctx: WebContext): void {
   app.get(`${KEYS_PATH}/:keyId/revoke`, authed<{ Params: { keyId: string } }>(async (request, reply, session) => {
     const key = await ctx.services.keys.find(session.userId, request.params.keyId);
     if (!key) return errorPage(request, reply, 404, 'Key not found', 'You have no API key with this id.');
+    if (key.status === 'revoked') {
+      return render(request, reply, {
+        title: 'Key revoked', nav: 'keys', narrow: true,
+        body: html`<section class="card">
+          <h1>“${key.label}” is revoked</h1>
+          <p>Key <code>${key.key_id}</code> was revoked${key.revoked_at ? html` on ${time(key.revoked_at)}` : ''}: it can never be used again.</p>
+          <p><a class="btn btn-quiet" href="${KEYS_PATH}">Back to API keys</a></p>
+        </section>`,
+      });
+    }
+    const unauthorized = html`<code>401 Unauthorized</code>`;
+    // What revoking changes for this key: an expired or disabled key already gets 401.
+    const consequence = key.status === 'expired'
+      ? html`Key <code>${key.key_id}</code> already expired${key.expires_at ? html` on ${time(key.expires_at)}` : ''}: requests made with it already get ${unauthorized}. Revoking it marks it as never to be used again.`
+      : key.status === 'inactive'
+        ? html`Key <code>${key.key_id}</code> is disabled by an operator: requests made with it already get ${unauthorized}. Once revoked, it can never be enabled again. This cannot be undone.`
+        : html`Key <code>${key.key_id}</code> will stop working at once. Every request made with it will get ${unauthorized}. This cannot be undone.`;
     return render(request, reply, {
       title: 'Revoke key', nav: 'keys', narrow: true,
       body: html`<section class="card">
         <h1>Revoke “${key.label}”?</h1>
-        ${key.status === 'revoked'
-          ? html`<p>This key is already revoked.</p><p><a class="btn btn-quiet" href="${KEYS_PATH}">Back to API keys</a></p>`
-          : html`<p>Key <code>${key.key_id}</code> will stop working at once. Every request made with it will get <code>401 Unauthorized</code>. This cannot be undone.</p>
-            <form method="post" action="${KEYS_PATH}/${key.key_id}/revoke" class="row">
-              ${csrfField(request.csrfToken)}
-              <button type="submit" class="btn btn-danger">Revoke key</button>
-              <a class="btn btn-quiet" href="${KEYS_PATH}">Cancel</a>
-            </form>`}
+        <p>${consequence}</p>
+        <form method="post" action="${KEYS_PATH}/${key.key_id}/revoke" class="row">
+          ${csrfField(request.csrfToken)}
+          <button type="submit" class="btn btn-danger">Revoke key</button>
+          <a class="btn btn-quiet" href="${KEYS_PATH}">Cancel</a>
+        </form>
       </section>`,
     });
   }));
@@ -201,9 +216,9 @@ async function keysPage(ctx: WebContext, limits: KeyLimits, request: FastifyRequ
           ${field({ name: 'label', label: 'Label', value: state.form.label, required: true, error: state.errors.label, hint: 'What the key is for, e.g. “billing backend”.', attrs: html`maxlength="${labelMax}"` })}
           ${field({ name: 'rate_limit', label: 'Rate limit (requests per minute)', type: 'number', value: state.form.rate_limit, error: state.errors.rate_limit,
             hint: `Default ${config.defaultRateLimitPerMinute}; at most ${config.maxRateLimitPerMinute}.`,
-            attrs: html`min="${rateMin}" max="${config.maxRateLimitPerMinute}" inputmode="numeric" placeholder="${config.defaultRateLimitPerMinute}"` })}
+            attrs: html`min="${rateMin}" max="${config.maxRateLimitPerMinute}" inputmode="numeric"` })}
           ${field({ name: 'expires_in_days', label: 'Expires after (days)', type: 'number', value: state.form.expires_in_days, error: state.errors.expires_in_days,
-            hint: `Default: never expires. At most ${daysMax} days.`, attrs: html`min="${daysMin}" max="${daysMax}" inputmode="numeric" placeholder="never"` })}
+            hint: `Default: never expires. At most ${daysMax} days.`, attrs: html`min="${daysMin}" max="${daysMax}" inputmode="numeric"` })}
           <div class="form-actions"><button type="submit" class="btn">Create key</button></div>
         </form>
       </section>
