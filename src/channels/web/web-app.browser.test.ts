@@ -538,6 +538,14 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   await page.evaluate("document.dispatchEvent(new Event('visibilitychange'))");
   await asked;
 
+  // A turn the agent fails on is marked "failed" in words, its code in the title.
+  await page.getByLabel('Message').fill('!fail');
+  await page.getByRole('button', { name: 'Send' }).click();
+  const failedMark = page.locator('.msg-error .badge');
+  await failedMark.waitFor();
+  assert.equal(await failedMark.textContent(), 'failed');
+  assert.equal(await failedMark.getAttribute('title'), 'Error code: agent_failed');
+
   // A message longer than the server allows is stopped in the browser; one at the limit in
   // characters (though longer in UTF-16 units, as maxlength would count) is not.
   const atLimit = '😀'.repeat(32_000);

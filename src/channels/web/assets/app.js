@@ -106,7 +106,8 @@ document.addEventListener('click', async (event) => {
     if (message.error) {
       const err = document.createElement('span');
       err.className = 'badge badge-error';
-      err.textContent = message.error;
+      err.title = 'Error code: ' + message.error; // as conversations.ts's messageItem
+      err.textContent = 'failed';
       meta.append(' ', err);
     }
     const text = document.createElement('div');

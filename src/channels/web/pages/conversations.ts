@@ -156,9 +156,13 @@ export function messageList(messages: TranscriptMessage[], agentName: string): S
   </ol>`;
 }
 
+/**
+ * An error turn is marked "failed" (every error turn says the agent failed on the message); its
+ * code, for whoever reads the API too, is in the title. app.js marks the turns it adds the same way.
+ */
 export function messageItem(m: TranscriptMessage, agentName: string): SafeHtml {
   return html`<li class="msg msg-${m.role}${m.error ? ' msg-error' : ''}" data-ts="${m.ts}">
-    <div class="msg-meta"><span class="msg-who">${m.role === 'user' ? 'You' : agentName}</span> ${time(m.ts)}${m.error ? html` <span class="badge badge-error">${m.error}</span>` : ''}</div>
+    <div class="msg-meta"><span class="msg-who">${m.role === 'user' ? 'You' : agentName}</span> ${time(m.ts)}${m.error ? html` <span class="badge badge-error" title="Error code: ${m.error}">failed</span>` : ''}</div>
     <div class="msg-text">${m.text}</div>
   </li>`;
 }
