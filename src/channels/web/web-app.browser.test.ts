@@ -355,7 +355,7 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   await staleTab.getByLabel('Name').fill('Second bot');
   await staleTab.getByRole('button', { name: 'Create agent' }).click();
   await staleTab.getByText("You have reached your plan's agent limit.").waitFor();
-  await staleTab.getByText('the operator of this service can create one for you with the command-line tool').waitFor();
+  await staleTab.getByText('ask the operator of this service for a pro account').waitFor();
   await shoot(staleTab, 'agents-limit');
   await staleTab.close();
   const user = await t.runtime.services.accounts.findByEmail(email);

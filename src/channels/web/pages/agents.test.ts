@@ -49,9 +49,11 @@ test('error: the plan limit is explained when reached', async () => {
   assert.equal(res.statusCode, 403);
   assert.match(res.body, /reached your plan's agent limit/);
   assert.match(res.body, /The free plan allows 1 agent, counting the agents in every workspace you own/);
-  assert.match(res.body, /A pro account allows 100: the operator of this service can create one for you with the command-line tool \(<code>agent-channel users create --email … --password … --plan pro<\/code>\)\./);
-  // Nothing the app cannot do is suggested.
-  assert.doesNotMatch(res.body, /delete an agent|bigger plan|upgrade/i);
+  assert.match(res.body, /The pro plan allows 100: ask the operator of this service for a pro account\./);
+  // Nothing the app cannot do is suggested, and no operator's command (the CLI has none that
+  // changes an account's plan; `users create --plan pro` makes a new account).
+  const refusal = /<div class="notice notice-warn" role="status">([\s\S]*?)<\/div>/.exec(res.body)![1]!;
+  assert.doesNotMatch(refusal, /delete an agent|bigger plan|upgrade|<code>|command-line|--plan/i);
   assert.match(res.body, /value="Second"/, 'the form keeps what was typed');
   assert.equal((await t.runtime.services.agents.listForUser((await t.runtime.services.accounts.findByEmail(email))!.id)).length, 1);
 });
@@ -115,6 +117,6 @@ test('a pro account at its limit is told the limit, without a way to a bigger pl
     assert.equal(res.statusCode, 403);
     assert.match(res.body, /reached your plan's agent limit\.<\/strong> The pro plan allows 2 agents, counting the agents in every workspace you own \(agents that others share with you do not count\)\./);
     // The pro plan is the biggest there is: no other plan, command or upgrade is suggested.
-    for (const body of [page.body, res.body]) assert.doesNotMatch(body, /A pro account allows|command-line tool|bigger plan|upgrade/i);
+    for (const body of [page.body, res.body]) assert.doesNotMatch(body, /pro plan allows 100|pro account|command-line tool|bigger plan|upgrade/i);
   }, { proAgentLimit: 2 });
 });

@@ -8,13 +8,16 @@ import { csrfField, field, notice, ruleError } from '../layout.ts';
 
 const NAME_RULE = CreateAgentSchema.shape.agent_name;
 
-/** What the plan allows, and the only way to more that this service has (`command`: say how). */
-function planLimitText(ctx: WebContext, plan: string, options: { command?: boolean } = {}): SafeHtml {
+/**
+ * What the plan allows, and the only way to more that this service has: the pro plan, which only
+ * its operator gives (the CLI opens pro accounts; it has no command that changes an account's
+ * plan, so none is named here: one would mislead, and it is not the reader's to run).
+ */
+function planLimitText(ctx: WebContext, plan: string): SafeHtml {
   const limit = plan === 'pro' ? ctx.config.proAgentLimit : ctx.config.freeAgentLimit;
   const counted = html`The ${plan} plan allows ${limit} agent${limit === 1 ? '' : 's'}, counting the agents in every workspace you own (agents that others share with you do not count).`;
   if (plan === 'pro') return counted;
-  return html`${counted} A pro account allows ${ctx.config.proAgentLimit}: the operator of this service can create one for you with the command-line tool${
-    options.command ? html` (<code>agent-channel users create --email … --password … --plan pro</code>)` : ''}.`;
+  return html`${counted} The pro plan allows ${ctx.config.proAgentLimit}: ask the operator of this service for a pro account.`;
 }
 
 /** Agents: the ones the user can message (every workspace they belong to), and creating one. */
@@ -43,7 +46,7 @@ export function agentsRoutes(app: FastifyInstance, ctx: WebContext): void {
       let nameError: string | undefined;
       let status = error.status;
       if (error.code === 'agent_limit_reached') {
-        message = notice('warn', html`<strong>You have reached your plan's agent limit.</strong> ${planLimitText(ctx, session.plan, { command: true })}`);
+        message = notice('warn', html`<strong>You have reached your plan's agent limit.</strong> ${planLimitText(ctx, session.plan)}`);
       } else if (error.code === 'validation_failed') {
         // The name was checked above: only a workspace id sent by hand is left to refuse.
         nameError = 'The agent could not be created. Check the form and try again.';
