@@ -95,8 +95,9 @@ export function badge(status: string): SafeHtml {
   return html`<span class="badge badge-${status.replace(/[^a-z_]/g, '')}">${status}</span>`;
 }
 
+/** A form's errors by field (`form`: the whole form's); a sentence, which may hold a link. */
 export interface FieldErrors {
-  [field: string]: string | undefined;
+  [field: string]: string | SafeHtml | undefined;
 }
 
 /** A rule of the service's (a zod schema) as far as a form needs it: what it refuses, and why. */
@@ -118,7 +119,7 @@ export function ruleError(rule: FieldRule, value: unknown, say: { tooShort: stri
 /** A labelled input with its error message tied to it (aria-describedby). */
 export function field(options: {
   name: string; label: string; type?: string; value?: string | undefined; required?: boolean; hint?: HtmlValue;
-  error?: string | undefined; autocomplete?: string; attrs?: SafeHtml; id?: string;
+  error?: string | SafeHtml | undefined; autocomplete?: string; attrs?: SafeHtml; id?: string;
 }): SafeHtml {
   const id = options.id ?? `f-${options.name}`;
   const describedBy = [options.hint ? `${id}-hint` : '', options.error ? `${id}-error` : ''].filter(Boolean).join(' ');

@@ -136,7 +136,7 @@ function signupErrors(problem: Problem): FieldErrors {
   const taken = ((problem.extra.errors as FieldError[] | undefined) ?? [])
     .some((e) => e.path === 'email' && e.message === 'is already registered');
   return taken
-    ? { email: 'An account with this email already exists. Log in instead, or use another email.' }
+    ? { email: html`An account with this email already exists. <a href="/login">Log in instead</a>, or use another email.` }
     : { form: 'The account could not be created. Check the form and try again.' };
 }
 
