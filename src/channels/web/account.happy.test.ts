@@ -127,6 +127,9 @@ test('sign-up mistakes are sentences that name the field', async () => {
   const error = (body: string, name: string) => new RegExp(`id="f-${name}-error">([^<]*)</p>`).exec(body)?.[1];
   const taken = await other.post('/signup', { email: email.toUpperCase(), password: 'a long password' });
   assert.equal(taken.statusCode, 422);
+  // A screen reader says the title first: it says that the form came back with errors.
+  assert.match(taken.body, /<title>Error: Sign up · agent-channel<\/title>/);
+  assert.match((await other.get('/signup')).body, /<title>Sign up · agent-channel<\/title>/);
   assert.match(taken.body, /id="f-email-error">An account with this email already exists\. <a href="\/login">Log in instead<\/a>, or use another email\.<\/p>/);
   const bad = await other.post('/signup', { email: 'not an email', password: 'short' });
   assert.equal(error(bad.body, 'email'), 'Enter an email address, such as name@example.com (at most 254 characters).');

@@ -147,6 +147,7 @@ test('log-in attempts are throttled per account, even with the right password af
     const res = await web.post('/login', { email, password: 'wrong password' });
     assert.equal(res.statusCode, 401);
     assert.match(res.body, /do not match an account/);
+    assert.match(res.body, /<title>Error: Log in · agent-channel<\/title>/);
   }
   await web.get('/login');
   const locked = await web.post('/login', { email, password: 'correct horse battery' });

@@ -43,6 +43,8 @@ export interface RenderOptions {
   body: SafeHtml;
   status?: number;
   narrow?: boolean;
+  /** A form came back with errors: see PageOptions.error. */
+  error?: boolean | undefined;
 }
 
 export function render(request: FastifyRequest, reply: FastifyReply, options: RenderOptions): FastifyReply {
@@ -57,6 +59,7 @@ export function render(request: FastifyRequest, reply: FastifyReply, options: Re
       csrfToken: request.csrfToken,
       body: options.body,
       narrow: options.narrow ?? false,
+      error: options.error,
     }));
 }
 

@@ -14,6 +14,11 @@ export interface PageOptions {
   body: SafeHtml;
   /** Smaller, centred page (forms of sign-up and log-in). */
   narrow?: boolean;
+  /**
+   * The page reports a mistake or a refusal (a form's errors): its title starts with "Error: ",
+   * the first thing a screen reader says of the page that comes back (GOV.UK's pattern).
+   */
+  error?: boolean | undefined;
 }
 
 /** The main navigation's entries, and 'account' for the profile page (reached from the signed-in email). */
@@ -49,7 +54,7 @@ export function page(options: PageOptions): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="color-scheme" content="light dark">
-<title>${options.title} · agent-channel</title>
+<title>${options.error ? 'Error: ' : ''}${options.title} · agent-channel</title>
 <link rel="icon" href="/assets/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/assets/app.css">
 <script src="/assets/app.js" defer></script>

@@ -565,6 +565,7 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   await refusal.getByText(`You have sent ${allowance} messages in the last minute`).waitFor();
   assert.match(await refusal.getAttribute('class') ?? '', /\bnotice-error\b/);
   assert.equal(await page.getByLabel('Message').inputValue(), 'one too many');
+  assert.equal(await page.title(), 'Error: Chat with Report bot · agent-channel');
   await shoot(page, 'chat-refused');
   await page.getByLabel('Message').fill('');
 

@@ -70,10 +70,11 @@ document.addEventListener('click', async (event) => {
   }
 
   // A message that could not be sent: said as the page says it without this script (layout.ts's
-  // notice('error', …)), and announced at once.
+  // notice('error', …), and "Error: " before the title), and announced at once.
   const errorSlot = root.querySelector('[data-chat-error]');
   function showError(message) {
     errorSlot.textContent = '';
+    document.title = (message ? 'Error: ' : '') + document.title.replace(/^Error: /, '');
     if (!message) return;
     const box = document.createElement('div');
     box.className = 'notice notice-error';

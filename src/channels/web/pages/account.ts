@@ -47,7 +47,7 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
     if (wait > 0) {
       reply.header('Retry-After', String(wait));
       return render(request, reply, {
-        title: 'Sign up', narrow: true, status: 429,
+        title: 'Sign up', narrow: true, status: 429, error: true,
         body: signupForm(request.csrfToken, { form: `Too many sign-ups from your network just now. Try again in ${minutesText(wait)}.` }, email),
       });
     }
@@ -56,7 +56,7 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
     if (!EmailSchema.safeParse(email).success) errors.email = EMAIL_ERROR;
     errors.password = ruleError(PasswordSchema, password, { tooShort: PASSWORD_SHORT, tooLong: PASSWORD_LONG });
     if (errors.email || errors.password) {
-      return render(request, reply, { title: 'Sign up', narrow: true, status: 422, body: signupForm(request.csrfToken, errors, email) });
+      return render(request, reply, { title: 'Sign up', narrow: true, status: 422, error: true, body: signupForm(request.csrfToken, errors, email) });
     }
     try {
       const user = await ctx.services.accounts.createUser({ email, password });
@@ -64,7 +64,7 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
       return reply.redirect('/agents?welcome=1', 303);
     } catch (error) {
       if (!(error instanceof Problem) || error.code !== 'validation_failed') throw error;
-      return render(request, reply, { title: 'Sign up', narrow: true, status: 422, body: signupForm(request.csrfToken, signupErrors(error), email) });
+      return render(request, reply, { title: 'Sign up', narrow: true, status: 422, error: true, body: signupForm(request.csrfToken, signupErrors(error), email) });
     }
   });
 
@@ -83,7 +83,7 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
     if ('retryAfter' in started) {
       reply.header('Retry-After', String(started.retryAfter));
       return render(request, reply, {
-        title: 'Log in', narrow: true, status: 429,
+        title: 'Log in', narrow: true, status: 429, error: true,
         body: loginForm(request.csrfToken, next, email,
           notice('error', `Too many failed attempts. Try again in ${minutesText(started.retryAfter)}.`)),
       });
@@ -91,7 +91,7 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
     const user = email && password ? await ctx.services.accounts.checkCredentials(email, password) : null;
     if (!user) {
       return render(request, reply, {
-        title: 'Log in', narrow: true, status: 401,
+        title: 'Log in', narrow: true, status: 401, error: true,
         body: loginForm(request.csrfToken, next, email, notice('error', 'That email and password do not match an account.')),
       });
     }

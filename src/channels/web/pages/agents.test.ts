@@ -48,6 +48,7 @@ test('error: the plan limit is explained when reached', async () => {
   const res = await web.post('/agents', { agent_name: 'Second' });
   assert.equal(res.statusCode, 403);
   assert.match(res.body, /reached your plan's agent limit/);
+  assert.match(res.body, /<title>Error: Agents · agent-channel<\/title>/);
   assert.match(res.body, /The free plan allows 1 agent, counting the agents in every workspace you own/);
   assert.match(res.body, /The pro plan allows 100: ask the operator of this service for a pro account\./);
   // Nothing the app cannot do is suggested, and no operator's command (the CLI has none that

@@ -73,7 +73,7 @@ async function agentsPage(ctx: WebContext, request: FastifyRequest, reply: Fasti
   const atLimit = owned >= limit;
   const created = state.created ? agents.find((a) => a.agent_id === state.created) : undefined;
   return render(request, reply, {
-    title: 'Agents', nav: 'agents', status: state.status ?? 200,
+    title: 'Agents', nav: 'agents', status: state.status ?? 200, error: (state.status ?? 200) >= 400,
     body: html`<h1>Agents</h1>
       ${state.message}
       ${created ? notice('ok', html`Agent “${created.name}” is ready. <a href="/chat?agent=${created.agent_id}">Chat with it</a> or <a href="/account/keys">create an API key</a> to call it.`) : ''}

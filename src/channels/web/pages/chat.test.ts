@@ -143,6 +143,7 @@ test('error: an empty message is explained on the page, and the agent failing sh
   const empty = await web.post('/chat', { agent_id: agentId, text: '   ' });
   assert.equal(empty.statusCode, 422);
   assert.match(empty.body, /role="alert"/);
+  assert.match(empty.body, /<title>Error: Chat · agent-channel<\/title>/);
   const failed = await web.post('/chat', { agent_id: agentId, text: '!fail' });
   assert.equal(failed.statusCode, 303);
   const page = await web.get(String(failed.headers.location));

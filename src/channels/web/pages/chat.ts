@@ -150,6 +150,6 @@ function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
       </section>`;
   }
   return render(request, reply, {
-    title: transcript ? `Chat with ${agentName}` : 'Chat', nav: 'chat', body, status: state.status ?? 200,
+    title: transcript ? `Chat with ${agentName}` : 'Chat', nav: 'chat', body, status: state.status ?? 200, error: Boolean(state.error),
   });
 }

@@ -57,6 +57,7 @@ test('happy: approve a pending action; the agent carries on', async () => {
   assert.equal(res.statusCode, 303);
   const after = await web.get(String(res.headers.location));
   assert.match(after.body, /Approved\. The agent carries on\./);
+  assert.match(after.body, /<title>Inbox · agent-channel<\/title>/);
   assert.match(after.body, /Nothing to approve/);
   await agentSays(user, sent.session_id, 'Done: Send the report');
 });
@@ -170,6 +171,7 @@ test('happy/error: a refused answer shows the agent\'s reason and keeps the ques
   assert.equal(refused.statusCode, 200);
   assert.match(refused.body, new RegExp(`id="answer-${req}-error" role="alert">Not accepted: A yes or no is missing: answer yes or no\\.</p>`));
   assert.match(refused.body, /value="perhaps"/, 'the answer stays in the field');
+  assert.match(refused.body, /<title>Error: Inbox · agent-channel<\/title>/);
   assert.ok(refused.body.includes(`id="${req}"`), 'the question is still open');
   const reloaded = await web.get(String(posted.headers.location).split('#')[0]!);
   assert.doesNotMatch(reloaded.body, /Not accepted/, 'shown once');
@@ -211,11 +213,13 @@ test('error: a settled action and an unknown decision are explained', async () =
   const again = await web.post(`/inbox/actions/${op}`, { decision: 'reject' });
   assert.equal(again.statusCode, 303);
   assert.equal(again.headers.location, `/inbox?error=already_settled&op=${op}`);
-  assert.match((await web.get(String(again.headers.location))).body, /role="alert">Your decision was not recorded: “Once only” was already approved\./);
+  const late = (await web.get(String(again.headers.location))).body;
+  assert.match(late, /role="alert">Your decision was not recorded: “Once only” was already approved\./);
+  assert.match(late, /<title>Error: Inbox · agent-channel<\/title>/);
   const rejected = opIdIn((await say(user, '!action email Twice only')).reply);
   await web.post(`/inbox/actions/${rejected}`, { decision: 'reject' });
-  const late = await web.post(`/inbox/actions/${rejected}`, { decision: 'approve' });
-  assert.match((await web.get(String(late.headers.location))).body, /role="alert">Your decision was not recorded: “Twice only” was already rejected\./);
+  const tooLate = await web.post(`/inbox/actions/${rejected}`, { decision: 'approve' });
+  assert.match((await web.get(String(tooLate.headers.location))).body, /role="alert">Your decision was not recorded: “Twice only” was already rejected\./);
   // Closed without a decision: its conversation went away (as when deleted) before the decision came.
   const orphan = await say(user, '!action email Never decided');
   await t.runtime.store.db.deleteFrom('sessions').where('id', '=', orphan.session_id).execute();

@@ -55,12 +55,15 @@ export function inboxRoutes(app: FastifyInstance, ctx: WebContext): void {
     const count = Math.max(0, Math.min(1000, Number.parseInt(n ?? '1', 10) || 1));
     // A decision that came too late names the action and how it was settled (the caller's own only).
     const settled = op && (error === 'already_settled' || error === 'not_found') ? await ctx.services.missions.settledAction(session.userId, op) : null;
-    const message = done === 'approved' ? notice('ok', count > 1 ? `Approved ${count} actions. The agent carries on.` : 'Approved. The agent carries on.')
-      : done === 'rejected' ? notice('ok', 'Rejected. The agent has been told.')
-      : done === 'answered' ? notice('ok', 'Answer accepted. The agent carries on.')
-      : settled ? notice('error', `Your decision was not recorded: “${settled.summary}” ${SETTLED[settled.outcome]}`)
-      : error && Object.hasOwn(ERRORS, error) ? notice('error', ERRORS[error]!)
+    const problem = settled ? `Your decision was not recorded: “${settled.summary}” ${SETTLED[settled.outcome]}`
+      : error && Object.hasOwn(ERRORS, error) ? ERRORS[error]!
       : null;
+    const outcome = done === 'approved' ? (count > 1 ? `Approved ${count} actions. The agent carries on.` : 'Approved. The agent carries on.')
+      : done === 'rejected' ? 'Rejected. The agent has been told.'
+      : done === 'answered' ? 'Answer accepted. The agent carries on.'
+      : null;
+    const message = outcome ? notice('ok', outcome) : problem ? notice('error', problem) : null;
+    const failed = !outcome && problem !== null;
     let refused: Refused | undefined;
     // Shown once: a reload shows the question as it is now.
     const flash = takeFlash(ctx.sealer, request, reply, REFUSED_FLASH, session.userId);
@@ -70,7 +73,7 @@ export function inboxRoutes(app: FastifyInstance, ctx: WebContext): void {
       // Unreadable (too old, or tampered with): still say that it was refused.
       refused = sealed?.requestId === wanted ? sealed : { requestId: wanted, reason: 'The agent did not accept this answer. Try again.', text: '' };
     }
-    return inboxPage(ctx, request, reply, session, { message, refused });
+    return inboxPage(ctx, request, reply, session, { message, refused, failed });
   }));
 
   app.post(`${INBOX_PATH}/actions/:operationId`, authed<{ Params: { operationId: string } }>(async (request, reply, session) => {
@@ -106,7 +109,7 @@ export function inboxRoutes(app: FastifyInstance, ctx: WebContext): void {
 }
 
 async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: FastifyReply, session: WebSession, state: {
-  message?: SafeHtml | null; refused?: Refused | undefined;
+  message?: SafeHtml | null; refused?: Refused | undefined; failed?: boolean;
 }) {
   const [{ actions }, { questions }, agents, workspaces] = await Promise.all([
     ctx.services.missions.listActions(session.userId),
@@ -134,7 +137,7 @@ async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: Fastif
   for (const a of actions) kindsCount.set(`${a.agent_id} ${a.kind}`, (kindsCount.get(`${a.agent_id} ${a.kind}`) ?? 0) + 1);
 
   return render(request, reply, {
-    title: 'Inbox', nav: 'inbox',
+    title: 'Inbox', nav: 'inbox', error: Boolean(state.failed || state.refused),
     body: html`<h1>Inbox</h1>
       ${state.message}
       <section aria-labelledby="actions-h">

@@ -85,6 +85,7 @@ test('invalid input is shown next to the field, in sentences naming it, and noth
   assert.equal(error(res.body, 'rate_limit'), 'Rate limit must be a whole number of requests per minute from 1 to 10000, or empty for the default (60).');
   assert.equal(error(res.body, 'expires_in_days'), 'Expiry must be a whole number of days from 1 to 3650, or empty for a key that never expires.');
   assert.match(res.body, /aria-invalid="true"/);
+  assert.match(res.body, /<title>Error: API keys · agent-channel<\/title>/);
   const tooBig = await web.post('/account/keys', { label: 'x'.repeat(101), rate_limit: '99999999', expires_in_days: '3651' });
   assert.equal(tooBig.statusCode, 422);
   assert.equal(error(tooBig.body, 'label'), 'Label must be at most 100 characters.');

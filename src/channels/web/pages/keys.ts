@@ -194,7 +194,7 @@ async function keysPage(ctx: WebContext, limits: KeyLimits, request: FastifyRequ
   const listed = keys.filter((k) => k.status !== 'revoked' || revokedShown.has(k.key_id));
   const revokedHidden = keys.length - listed.length;
   return render(request, reply, {
-    title: 'API keys', nav: 'keys', status: state.status ?? 200,
+    title: 'API keys', nav: 'keys', status: state.status ?? 200, error: (state.status ?? 200) >= 400,
     body: html`${accountHeader('keys')}
       ${revoked ? notice('ok', html`Key “${revoked.label}” (<code>${revoked.key_id}</code>) is revoked.`) : ''}
       ${lost ? notice('warn', html`Key “${lost.label}” (<code>${lost.key_id}</code>) was created, but its secret can no longer be shown: it is shown only once, within ${NEW_KEY_LIFETIME}. If you did not copy it, revoke this key and create another.`) : ''}
