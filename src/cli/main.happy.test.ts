@@ -48,6 +48,23 @@ test('agents create prints the agent id alone, in the personal workspace or the 
   assert.equal((await store.db.selectFrom('agents').select('workspace_id').where('id', '=', byAdmin).executeTakeFirstOrThrow()).workspace_id, personal);
 });
 
+test('users set-plan moves an account to another plan: the plan limit follows, agents already made stay', async () => {
+  await ok('users', 'create', '--email', 'grows@example.test', '--password', 'correct horse');
+  await ok('agents', 'create', '--email', 'grows@example.test', '--name', 'First');
+  const refused = await runCli(env, 'agents', 'create', '--email', 'grows@example.test', '--name', 'Second');
+  assert.notEqual(refused.code, 0, 'the free plan allows one agent');
+  assert.equal(await ok('users', 'set-plan', '--email', 'grows@example.test', '--plan', 'pro'), '');
+  await ok('agents', 'create', '--email', 'grows@example.test', '--name', 'Second');
+  assert.equal(await ok('users', 'set-plan', '--email', 'Grows@Example.test', '--plan', 'free'), '');
+  const user = await store.db.selectFrom('users').select(['id', 'plan']).where('email', '=', 'grows@example.test').executeTakeFirstOrThrow();
+  assert.equal(user.plan, 'free');
+  assert.equal((await store.db.selectFrom('agents').select('id').where('created_by', '=', user.id).execute()).length, 2);
+  assert.notEqual((await runCli(env, 'agents', 'create', '--email', 'grows@example.test', '--name', 'Third')).code, 0);
+  const badPlan = await runCli(env, 'users', 'set-plan', '--email', 'grows@example.test', '--plan', 'gold');
+  assert.match(badPlan.stderr, /--plan must be free or pro/);
+  assert.notEqual((await runCli(env, 'users', 'set-plan', '--email', 'nobody@example.test', '--plan', 'pro')).code, 0);
+});
+
 test('workspaces list prints the ids --workspace takes, personal first, with the person\'s role and the name', async () => {
   const owner = (await ok('users', 'create', '--email', 'lister@example.test', '--password', 'correct horse')).trim();
   const personal = (await store.db.selectFrom('workspaces').select('id').where('personal_of', '=', owner).executeTakeFirstOrThrow()).id;

@@ -9,6 +9,7 @@ const USAGE = `agent-channel <command> [flags]
 
   serve                                             run the server (the default)
   users create --email E --password P [--plan free|pro]
+  users set-plan --email E --plan free|pro
   agents create --email E --name N [--workspace W]
   keys create --email E --label L [--rate-limit N] [--expires-in-days D]
   keys list --email E
@@ -76,6 +77,11 @@ const COMMANDS: Record<string, Command> = {
     if (plan !== 'free' && plan !== 'pro') throw new UsageError('--plan must be free or pro');
     const user = await s.accounts.createUser({ email: required(f, 'email'), password: required(f, 'password'), plan });
     out(user.id);
+  },
+  'users set-plan': async (s, f) => {
+    const plan = required(f, 'plan');
+    if (plan !== 'free' && plan !== 'pro') throw new UsageError('--plan must be free or pro');
+    await s.accounts.setPlan(required(f, 'email'), plan);
   },
   'agents create': async (s, f, out) => {
     const user = await s.accounts.requireByEmail(required(f, 'email'));

@@ -82,6 +82,15 @@ export class AccountsService {
     return user;
   }
 
+  /**
+   * Moves an account to another plan (an operator's act). The plan is read when an agent is
+   * created: agents the account already has stay, whatever the new plan allows.
+   */
+  async setPlan(email: string, plan: Plan): Promise<void> {
+    const user = await this.requireByEmail(email);
+    await this.db.updateTable('users').set({ plan: parseOrThrow(PlanSchema, plan, 'plan') }).where('id', '=', user.id).execute();
+  }
+
   /** Checks a password; the same work is done when the user does not exist. */
   async checkCredentials(email: string, password: string): Promise<User | null> {
     const user = await this.findByEmail(email);

@@ -355,7 +355,7 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   await staleTab.getByLabel('Name').fill('Second bot');
   await staleTab.getByRole('button', { name: 'Create agent' }).click();
   await staleTab.getByText("You have reached your plan's agent limit.").waitFor();
-  await staleTab.getByText('ask the operator of this service for a pro account').waitFor();
+  await staleTab.getByText('ask the operator of this service to move your account to it').waitFor();
   await shoot(staleTab, 'agents-limit');
   await staleTab.close();
   const user = await t.runtime.services.accounts.findByEmail(email);

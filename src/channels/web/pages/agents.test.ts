@@ -50,7 +50,7 @@ test('error: the plan limit is explained when reached', async () => {
   assert.match(res.body, /reached your plan's agent limit/);
   assert.match(res.body, /<title>Error: Agents · agent-channel<\/title>/);
   assert.match(res.body, /The free plan allows 1 agent, counting the agents in every workspace you own/);
-  assert.match(res.body, /The pro plan allows 100: ask the operator of this service for a pro account\./);
+  assert.match(res.body, /The pro plan allows 100: ask the operator of this service to move your account to it\./);
   // Nothing the app cannot do is suggested, and no operator's command (the CLI has none that
   // changes an account's plan; `users create --plan pro` makes a new account).
   const refusal = /<div class="notice notice-warn" role="status">([\s\S]*?)<\/div>/.exec(res.body)![1]!;

@@ -10,14 +10,13 @@ const NAME_RULE = CreateAgentSchema.shape.agent_name;
 
 /**
  * What the plan allows, and the only way to more that this service has: the pro plan, which only
- * its operator gives (the CLI opens pro accounts; it has no command that changes an account's
- * plan, so none is named here: one would mislead, and it is not the reader's to run).
+ * its operator gives (`users set-plan`; the command is not named here: it is not the reader's to run).
  */
 function planLimitText(ctx: WebContext, plan: string): SafeHtml {
   const limit = plan === 'pro' ? ctx.config.proAgentLimit : ctx.config.freeAgentLimit;
   const counted = html`The ${plan} plan allows ${limit} agent${limit === 1 ? '' : 's'}, counting the agents in every workspace you own (agents that others share with you do not count).`;
   if (plan === 'pro') return counted;
-  return html`${counted} The pro plan allows ${ctx.config.proAgentLimit}: ask the operator of this service for a pro account.`;
+  return html`${counted} The pro plan allows ${ctx.config.proAgentLimit}: ask the operator of this service to move your account to it.`;
 }
 
 /** Agents: the ones the user can message (every workspace they belong to), and creating one. */
