@@ -211,11 +211,12 @@ export async function claimInTransaction(
 }
 
 /** Extends the leases of the jobs this runner holds; returns how many it still holds. `now` is the store's clock. */
-export async function renewLeases(db: Kysely<DB>, owner: string, ids: number[], leaseMs: number, now: number): Promise<number> {
-  if (ids.length === 0) return 0;
-  const result = await db.updateTable('jobs').set({ lease_expires_at: new Date(now + leaseMs).toISOString() })
-    .where('id', 'in', ids).where('lease_owner', '=', owner).where(isRunning).executeTakeFirst();
-  return Number(result.numUpdatedRows);
+/** Renews this runner's leases of these jobs; returns the ids still its own (a missing one was taken over). */
+export async function renewLeases(db: Kysely<DB>, owner: string, ids: number[], leaseMs: number, now: number): Promise<number[]> {
+  if (ids.length === 0) return [];
+  const rows = await db.updateTable('jobs').set({ lease_expires_at: new Date(now + leaseMs).toISOString() })
+    .where('id', 'in', ids).where('lease_owner', '=', owner).where(isRunning).returning('id').execute();
+  return rows.map((row) => Number(row.id));
 }
 
 /**
@@ -237,9 +238,12 @@ export async function requeueAllRunning(db: Kysely<DB>): Promise<number> {
   return Number(result.numUpdatedRows);
 }
 
-/** Gives a job back (shutdown after the grace period): it resumes at the next start. */
+/**
+ * Gives a job back (shutdown after the grace period): it resumes at the next start. The attempt
+ * is given back too: an orderly shutdown is not one of the crashes that end a turn as failed.
+ */
 export async function releaseJob(db: Kysely<DB>, id: number, owner: string): Promise<boolean> {
-  const result = await db.updateTable('jobs').set({ status: 'queued', lease_owner: null, lease_expires_at: null })
+  const result = await db.updateTable('jobs').set((eb) => ({ status: 'queued', lease_owner: null, lease_expires_at: null, attempts: eb('attempts', '-', 1) }))
     .where('id', '=', id).where('lease_owner', '=', owner).where(isRunning).executeTakeFirst();
   return Number(result.numUpdatedRows) === 1;
 }

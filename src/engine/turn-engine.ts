@@ -2,11 +2,16 @@ import type { ControlledTransaction, Transaction } from 'kysely';
 import type { DB, Job } from '../store/schema.ts';
 import { runFixedStatement, sqliteTransactionOpen } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
+import { isStoreUnavailable } from '../store/unavailable.ts';
 import type { Bus, BusEvent } from './bus.ts';
 import {
   claimInTransaction, findClaimable, finishedJobs, finishJob, getJob, hasQueuedJobs, insertJob, releaseJob, renewLeases, requeueAllRunning,
   lockAgentLine, requeueExpired, type NewJob,
 } from './queue-sql.ts';
+
+/** How soon a finished turn's outcome is written again when the store could not take it, and the longest pause between tries. */
+const FINISH_RETRY_FIRST_MS = 250;
+const FINISH_RETRY_MAX_MS = 4000;
 
 /** Inside a transaction: run this once it has committed, or this if it rolled back. */
 export interface TxHooks {
@@ -130,6 +135,17 @@ export class TurnEngine {
     this.handler = handler;
   }
 
+  /**
+   * Renews the leases of the jobs running here. A job whose lease is gone (the store was away
+   * for longer than a lease, and another instance took the job over) is stopped here: its work
+   * is the other runner's now, and its outcome could not be written by this one anyway.
+   */
+  private async renewOwnLeases(): Promise<void> {
+    const ids = [...this.active.keys()];
+    const renewed = new Set(await renewLeases(this.options.store.db, this.options.instanceId, ids, this.options.leaseMs, this.now()));
+    for (const id of ids) if (!renewed.has(id)) this.active.get(id)?.controller.abort();
+  }
+
   /** Wakes waiters and runners for events from this or any other instance. */
   private dispatch = (event: BusEvent): void => {
     if (event.type === 'job_done') {
@@ -161,8 +177,11 @@ export class TurnEngine {
       timer.unref();
       this.timers.push(timer);
     };
-    every(Math.max(200, Math.floor(this.options.leaseMs / 3)), () => renewLeases(db, this.options.instanceId, [...this.active.keys()], this.options.leaseMs, this.now()));
+    every(Math.max(200, Math.floor(this.options.leaseMs / 3)), () => this.renewOwnLeases());
     every(Math.max(200, Math.floor(this.options.leaseMs / 2)), async () => {
+      // Own leases first: after the store was away for longer than a lease, this instance's own
+      // running jobs look expired too, and must not be put back in line (and run again) here.
+      await this.renewOwnLeases();
       // Announced like new work, so that every instance (not only this one) looks for it.
       await this.transact(async (trx, stage) => {
         for (const agentId of await requeueExpired(trx, this.now())) await stage({ type: 'job_enqueued', agentId });
@@ -479,10 +498,13 @@ export class TurnEngine {
       }
     }
     try {
-      await this.finish(job, finisher);
+      await this.finishWhenTheStoreAnswers(job, finisher, signal);
     } catch (error) {
       // Lease lost: another runner took the job over and writes its result.
       if (error instanceof LeaseLost) return;
+      // Shutting down while the store was away: the outcome is not written, and the lease
+      // brings the job back at the next start (or to another instance).
+      if (isStoreUnavailable(error)) return;
       // The outcome could not be written (its session is gone, say): record the failure
       // instead, and failing even that, close the job with no turn rather than retry forever.
       // If the database itself is away, this fails too and the lease brings the job back.
@@ -491,6 +513,26 @@ export class TurnEngine {
         await this.finish(job, handler.failure(job, error));
       } catch {
         await this.finish(job, async () => ({ status: 'failed', replyTurnId: null }));
+      }
+    }
+  }
+
+  /**
+   * finish(), tried again while the store cannot be reached (a full disk, a database restarting):
+   * a turn that ended is not run again, nor recorded as failed, for want of a write. The job stays
+   * this runner's meanwhile, its lease renewed once the store is back; the tries end when the
+   * lease is found lost (another runner took it over), or at shutdown (the job is then released
+   * by its lease). Any other error is the outcome's own, for the caller.
+   */
+  private async finishWhenTheStoreAnswers(job: Job, finisher: Finisher, signal: AbortSignal): Promise<void> {
+    for (let pauseMs = FINISH_RETRY_FIRST_MS; ; pauseMs = Math.min(pauseMs * 2, FINISH_RETRY_MAX_MS)) {
+      try {
+        await this.finish(job, finisher);
+        return;
+      } catch (error) {
+        if (!isStoreUnavailable(error) || this.stopping || signal.aborted) throw error;
+        this.options.onError?.(error, `writing the outcome of job ${job.id} (tried again in ${pauseMs} ms)`);
+        await new Promise((resolve) => setTimeout(resolve, pauseMs));
       }
     }
   }
@@ -539,7 +581,14 @@ export class TurnEngine {
           if (!job) throw new Error(`job ${jobId} does not exist`);
           if (isFinished(job) || timeoutMs <= 0 || gone?.aborted) return { job };
           const state = await woken;
-          return state ?? { job: (await getJob(db, jobId))! };
+          if (state) return state;
+          // A wake-up from elsewhere, or the wait's end: read where the job stands. If the store
+          // cannot say just now, the job as last known (accepted, not finished: a 202 to poll)
+          // rather than an error for a message that was accepted.
+          return { job: (await getJob(db, jobId).catch((error: unknown) => {
+            if (isStoreUnavailable(error)) return job;
+            throw error;
+          })) ?? job };
         } finally {
           clearTimeout(timer);
           gone?.removeEventListener('abort', leave);

@@ -42,7 +42,7 @@ export const COMMON_PROBLEMS = {
   408: problemResponse('request_timeout: the request (its body included) did not arrive within the server\'s `REQUEST_TIMEOUT_MS`; the connection closes.'),
   431: problemResponse('headers_too_large: the request line and headers are over 16 KiB; the connection closes.'),
   500: problemResponse('internal_error: a fault on our side. The body names no cause; its request_id finds the fault in the server\'s log.'),
-  503: problemResponse('service_unavailable: the server is shutting down, or the rate limit store cannot be reached (then with Retry-After); send the request again.'),
+  503: problemResponse('service_unavailable: the server is shutting down, or the database or the rate limit store cannot be reached; send the request again after Retry-After (1 s).'),
 } as const;
 
 export const BODY_PROBLEMS = {

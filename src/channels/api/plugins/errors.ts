@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { Problem } from '../../../domain/problems.ts';
+import { isStoreUnavailable } from '../../../store/unavailable.ts';
 import { PROBLEM_CONTENT_TYPE, problemBody, sendProblem } from '../problem-reply.ts';
 
 /** Turns every error into a contract problem; anything unexpected is a logged 500 with no detail. */
@@ -12,6 +13,10 @@ export function installErrorHandling(app: FastifyInstance): void {
     const mapped = request.is404 ? noRoute(request) : toProblem(error);
     if (mapped.status >= 500 && mapped.code === 'internal_error') {
       request.log.error({ err: error }, 'unhandled error');
+    } else if (mapped.code === 'service_unavailable') {
+      // Brief, and said once per request already by the access log: no stack for each of them.
+      if (isStoreUnavailable(error)) request.log.warn({ cause: (error as { code?: unknown }).code, reason: error.message }, 'database unavailable');
+      reply.header('Retry-After', '1');
     }
     return sendProblem(request, reply, mapped);
   });
@@ -68,6 +73,9 @@ export const bodyNotJson = () => new Problem('unsupported_media_type', 'Send the
 
 export function toProblem(error: FastifyError | Error): Problem {
   if (error instanceof Problem) return error;
+  // The database is away (restarting, unreachable, its disk full): not the client's doing, nor a
+  // fault in our code; the same request a moment later may well succeed.
+  if (isStoreUnavailable(error)) return new Problem('service_unavailable', 'The database cannot be reached just now; send the request again in a moment.');
   if (hasZodFastifySchemaValidationErrors(error)) {
     return Problem.validation(error.validation.map((issue) => ({
       path: issue.instancePath.replace(/^\//, '').replaceAll('/', '.'),
