@@ -210,8 +210,7 @@ export async function claimInTransaction(
   return job ? normalize(job) : null;
 }
 
-/** Extends the leases of the jobs this runner holds; returns how many it still holds. `now` is the store's clock. */
-/** Renews this runner's leases of these jobs; returns the ids still its own (a missing one was taken over). */
+/** Extends the leases of the jobs this runner holds; returns the ids still its own (a missing one was taken over). `now` is the store's clock. */
 export async function renewLeases(db: Kysely<DB>, owner: string, ids: number[], leaseMs: number, now: number): Promise<number[]> {
   if (ids.length === 0) return [];
   const rows = await db.updateTable('jobs').set({ lease_expires_at: new Date(now + leaseMs).toISOString() })
