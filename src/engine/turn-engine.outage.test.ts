@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import { pollTranscript, send } from '../testing/conversation.ts';
 import { API, freshDatabase, startTestApp, TEST_DB, TEST_PG_URL, type TestApp, withTestApp } from '../testing/harness.ts';
 import { startTcpProxy } from '../testing/tcp-proxy.ts';
+import { signedUpWithAgent } from '../channels/web/web-client.test-helper.ts';
 
 /**
  * The database away for a while (restarting, unreachable, locked by another process, its disk
@@ -35,11 +36,13 @@ test('PostgreSQL away for two seconds: the waiting request is answered 202, othe
   try {
     await withTestApp(async (t) => {
       const u = await t.userWithAgent();
+      const { web } = await signedUpWithAgent(t);
       // The turn sleeps 1.5 s; its request waits 1 s; the database goes at 0.4 s, back at 2.5 s.
       const sending = send(t, u, { text: '!sleep 1500' }, { Prefer: 'wait=1' });
       await pause(400);
       proxy.cut();
       const during = await t.inject({ method: 'GET', url: `${API}/agents`, headers: u.auth });
+      const page = await web.get('/agents');
       const answer = await sending;
       await pause(2100); // the database is back 2.5 s in
       proxy.restore();
@@ -47,14 +50,43 @@ test('PostgreSQL away for two seconds: the waiting request is answered 202, othe
       assert.equal(during.statusCode, 503, during.body);
       assert.equal(during.json().code, 'service_unavailable');
       assert.equal(during.headers['retry-after'], '1');
+      assert.equal(page.statusCode, 503, 'a web page says so too');
+      assert.match(page.body, /cannot reach its database/);
       assert.equal(answer.statusCode, 202, answer.body);
       const sessionId = answer.json().session_id;
-      const page = await pollTranscript(t, u, sessionId, (b) => b.messages.length >= 2, 15_000);
-      assert.deepEqual(page.messages.map((m: { role: string; text: string; error?: string }) => [m.role, m.text, m.error]),
+      const transcript = await pollTranscript(t, u, sessionId, (b) => b.messages.length >= 2, 15_000);
+      assert.deepEqual(transcript.messages.map((m: { role: string; text: string; error?: string }) => [m.role, m.text, m.error]),
         [['user', '!sleep 1500', undefined], ['agent', 'Slept 1500 ms.', undefined]]);
       const job = await jobOf(t, sessionId);
       assert.deepEqual([job.status, job.attempts], ['done', 1], 'written by its runner, not run again');
     }, { databaseUrl: url.toString(), waitCeilingMs: 5000 }, { database });
+  } finally {
+    await proxy.close();
+    await database.drop();
+  }
+});
+
+test('PostgreSQL away while a turn is still at work (its own reads fail): the turn is not failed for it, it runs again once the database is back', { skip: TEST_DB !== 'postgres', timeout: 60_000 }, async () => {
+  const proxy = await startTcpProxy(Number(new URL(TEST_PG_URL).port || 5432));
+  const database = await freshDatabase();
+  const url = new URL(TEST_PG_URL);
+  url.port = String(proxy.port);
+  try {
+    await withTestApp(async (t) => {
+      const u = await t.userWithAgent();
+      // After its sleep the built-in agent looks the person up (a read): the database is gone by then.
+      const res = await send(t, u, { text: `!sleep 800 !ask-user ${u.email} text What now?` }, { Prefer: 'wait=0' });
+      const sessionId = res.json().session_id;
+      await pause(300);
+      proxy.cut();
+      await pause(2500);
+      proxy.restore();
+      const page = await pollTranscript(t, u, sessionId, (b) => b.messages.length >= 2, 20_000);
+      assert.equal(page.messages[1].error, undefined, JSON.stringify(page.messages[1]));
+      assert.match(page.messages[1].text, /What now\?/);
+      const job = await jobOf(t, sessionId);
+      assert.equal(job.status, 'done');
+    }, { databaseUrl: url.toString(), waitCeilingMs: 5000, leaseMs: 1000 }, { database });
   } finally {
     await proxy.close();
     await database.drop();
@@ -123,4 +155,24 @@ test('an orderly shutdown gives the turn\'s attempt back: six in a row mid-turn 
   } finally {
     await t.close();
   }
+});
+
+test('a job put back in line elsewhere while it still runs here is not claimed a second time here until that run has let go of it', { timeout: 30_000 }, async () => {
+  await withTestApp(async (t) => {
+    const u = await t.userWithAgent();
+    const res = await send(t, u, { text: '!sleep 1000' }, { Prefer: 'wait=0' });
+    const sessionId = res.json().session_id;
+    const running = await until(() => jobOf(t, sessionId), (job) => job.status === 'running', 'the job to run');
+    // What another instance's sweep does to a lease it finds expired (this one's heartbeat had
+    // not reached the store in time), and the wake-up it sends.
+    await t.runtime.store.db.updateTable('jobs').set({ status: 'queued', lease_owner: null, lease_expires_at: null })
+      .where('id', '=', running.id).execute();
+    t.runtime.engine.kick();
+    await pause(300);
+    assert.deepEqual(await jobOf(t, sessionId).then((job) => [job.status, job.attempts]), ['queued', 1], 'not claimed again while its run goes on here');
+    // Once that run ends (its outcome refused: the job is no longer its own), it runs afresh, once.
+    const page = await pollTranscript(t, u, sessionId, (b) => b.messages.length >= 2, 15_000);
+    assert.deepEqual(page.messages.map((m: { text: string }) => m.text), ['!sleep 1000', 'Slept 1000 ms.']);
+    assert.deepEqual(await jobOf(t, sessionId).then((job) => [job.status, job.attempts]), ['done', 2]);
+  }, { leaseMs: 60_000, waitCeilingMs: 5000 });
 });

@@ -1,3 +1,4 @@
+import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
 import type { ControlledTransaction, Transaction } from 'kysely';
 import type { DB, Job } from '../store/schema.ts';
 import { runFixedStatement, sqliteTransactionOpen } from '../store/prepared.ts';
@@ -12,6 +13,8 @@ import {
 /** How soon a finished turn's outcome is written again when the store could not take it, and the longest pause between tries. */
 const FINISH_RETRY_FIRST_MS = 250;
 const FINISH_RETRY_MAX_MS = 4000;
+/** After that long the store's trouble is not taken for a passing one: the outcome is given up as any other (see execute). */
+const FINISH_RETRY_FOR_MS = 10 * 60_000;
 
 /** Inside a transaction: run this once it has committed, or this if it rolled back. */
 export interface TxHooks {
@@ -456,6 +459,10 @@ export class TurnEngine {
       let claimedAny = false;
       for (const candidate of candidates) {
         if (!this.canRunMore()) return;
+        // Put back in line by another instance while its run here goes on (this one's lease ran
+        // out while the store was away): never a second run of it here. The heartbeat stops the
+        // first, and the job is claimed afresh once that run has let go of it.
+        if (this.active.has(candidate.id)) continue;
         const job = await this.transact((trx) => claimInTransaction(trx, this.options.store, candidate, this.options.instanceId,
           this.options.leaseMs, this.options.perAgent));
         if (job) {
@@ -487,8 +494,11 @@ export class TurnEngine {
       try {
         finisher = await handler.run(job, signal);
       } catch (error) {
-        if (signal.aborted) {
-          // Back in line, and announced: another instance may take it up before this one restarts.
+        // Stopped (a shutdown, a lease lost), or the store went away under the turn's own reads
+        // and writes: not the turn's failure. Back in line, and announced: this or another
+        // instance takes it up again. (With the store away the release fails too, and the
+        // lease brings the job back.)
+        if (signal.aborted || isStoreUnavailable(error)) {
           await this.transact(async (trx, stage) => {
             if (await releaseJob(trx, job.id, this.options.instanceId)) await stage({ type: 'job_enqueued', agentId: job.agent_id });
           });
@@ -525,14 +535,16 @@ export class TurnEngine {
    * by its lease). Any other error is the outcome's own, for the caller.
    */
   private async finishWhenTheStoreAnswers(job: Job, finisher: Finisher, signal: AbortSignal): Promise<void> {
+    const giveUpAt = Date.now() + FINISH_RETRY_FOR_MS;
     for (let pauseMs = FINISH_RETRY_FIRST_MS; ; pauseMs = Math.min(pauseMs * 2, FINISH_RETRY_MAX_MS)) {
       try {
         await this.finish(job, finisher);
         return;
       } catch (error) {
-        if (!isStoreUnavailable(error) || this.stopping || signal.aborted) throw error;
+        if (!isStoreUnavailable(error) || this.stopping || signal.aborted || Date.now() > giveUpAt) throw error;
         this.options.onError?.(error, `writing the outcome of job ${job.id} (tried again in ${pauseMs} ms)`);
-        await new Promise((resolve) => setTimeout(resolve, pauseMs));
+        await setTimeoutPromise(pauseMs, undefined, { signal }).catch(() => {}); // a lease lost ends the pause
+        if (signal.aborted) throw error;
       }
     }
   }

@@ -16,6 +16,7 @@ import { agentsRoutes } from './pages/agents.ts';
 import { conversationsRoutes } from './pages/conversations.ts';
 import { inboxRoutes } from './pages/inbox.ts';
 import { chatRoutes } from './pages/chat.ts';
+import { isStoreUnavailable } from '../../store/unavailable.ts';
 
 export interface WebChannelOptions {
   throttle?: Partial<ThrottleOptions>;
@@ -121,6 +122,12 @@ export function webChannel(runtime: Runtime, options: WebChannelOptions = {}) {
         return errorPage(request, reply, error.status, error.title, error.message);
       }
       const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
+      if (status === 500 && isStoreUnavailable(error)) {
+        // The database is away for a moment: as the API says it (503, Retry-After), with no stack.
+        request.log.warn({ cause: error.code, reason: error.message }, 'database unavailable');
+        reply.header('Retry-After', '1');
+        return errorPage(request, reply, 503, 'Try again in a moment', 'The service cannot reach its database just now. Reload the page in a moment.');
+      }
       if (status === 500) {
         request.log.error({ err: error }, 'web page failed');
         return errorPage(request, reply, 500, 'Something went wrong', `Something went wrong on our side. Reference: ${request.id}.`);
