@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { test } from 'node:test';
 import { API, seededDatabase } from './testing/harness.ts';
-import { startServerProcess, type ServerProcess } from './testing/server-process.ts';
+import { postMessage, startServerProcess, type ServerProcess } from './testing/server-process.ts';
 
 /**
  * Graceful shutdown as a client on a kept-alive connection sees it: a request under way when
@@ -68,6 +68,23 @@ test('SIGTERM: a kept-alive connection whose request was under way is closed onc
     assert.ok(tookMs < 10_000, `the server exited ${tookMs} ms after SIGTERM (its keep-alive timeout is 72 s)`);
   } finally {
     socket.destroy();
+    await server.kill('SIGKILL');
+  }
+});
+
+test('SIGHUP (the terminal of a foreground server closing) shuts down as SIGTERM does: a waiting request is answered 202, exit 0', { timeout: 60_000 }, async () => {
+  const server = await startServerProcess({ ...seeded.env, SHUTDOWN_GRACE_MS: '300' });
+  try {
+    const waiting = postMessage(server, seeded.key, { text: '!sleep 5000 cut off by the hang-up', agent_id: seeded.agentIds[0] });
+    await new Promise((resolve) => setTimeout(resolve, 400)); // the turn is under way
+    server.child.kill('SIGHUP');
+    const answer = await waiting;
+    assert.equal(answer.status, 202, JSON.stringify(answer.body));
+    assert.equal(answer.body.status, 'queued', 'the turn went back to the head of its line');
+    const exit = await server.exited;
+    assert.deepEqual(exit, { code: 0, signal: null }, server.output());
+    assert.match(server.output(), /"signal":"SIGHUP"[^\n]*"msg":"shutting down"/);
+  } finally {
     await server.kill('SIGKILL');
   }
 });

@@ -2,7 +2,7 @@ import { buildApp } from './app.ts';
 import { loadConfig } from './config.ts';
 import { createRuntime } from './runtime.ts';
 
-/** `agent-channel serve`: start the server and stop it gracefully on SIGTERM/SIGINT. */
+/** `agent-channel serve`: start the server and stop it gracefully on SIGTERM, SIGINT or SIGHUP. */
 export async function serve(): Promise<void> {
   const config = loadConfig();
   let app: Awaited<ReturnType<typeof buildApp>> | undefined;
@@ -20,8 +20,9 @@ export async function serve(): Promise<void> {
     await runtime.close();
     process.exit(0);
   };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  // SIGHUP too: closing the terminal of a foreground `npm start` sends it, and its default (exit at
+  // once) left waiting clients unanswered and running turns marked running.
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => void stop(signal));
   // Claim the SQLite file, then listen, then run turns: a second server started by mistake (on the
   // same file, or on a taken port) fails before it accepts a request or its engine would take up
   // (on SQLite: requeue) the work the running one is doing.
