@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { rmSync, symlinkSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 
 import { openStore } from '../store/store.ts';
@@ -145,4 +147,25 @@ test('SQLite: a second server on another port but the same file is refused befor
   // The lock dies with its process: after a SIGKILL the next server starts at once.
   const next = await startServerProcess(seeded.env);
   await next.kill('SIGTERM');
+});
+
+test('SQLite: a second server reaching the same file through a symbolic link is refused too, and the work under way runs once', { skip: TEST_DB !== 'sqlite' && 'PostgreSQL takes several instances', timeout: 60_000 }, async () => {
+  const path = seeded.database.url.slice('sqlite:'.length);
+  const link = join(dirname(path), 'another-name.db');
+  symlinkSync(path, link);
+  const server = await startServerProcess(seeded.env);
+  try {
+    const res = await post(server, { text: '!sleep 1500 still only once', agent_id: seeded.agentIds[2]! }, { prefer: 'wait=0' });
+    assert.equal(res.status, 202, JSON.stringify(res.body));
+    const second = await startServerProcess({ ...seeded.env, DATABASE_URL: `sqlite:${link}` }).catch((error: Error) => error);
+    if (!(second instanceof Error)) {
+      await second.kill('SIGTERM');
+      assert.fail('a second server started on the same SQLite file through a link');
+    }
+    assert.match(second.message, /another agent-channel server is using the SQLite database/);
+    await assertRunOnceBy(server, res.body.session_id, 'You said: still only once');
+  } finally {
+    await server.kill('SIGKILL');
+    rmSync(link);
+  }
 });

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { SqliteServerLock } from './sqlite-server-lock.ts';
 import { openStore } from './store.ts';
 
 /** One server per SQLite file (Store.claimForServer): a real file, real processes. */
@@ -67,4 +68,33 @@ test('an in-memory database has no file to claim: nothing is locked or written b
   memory.claimForServer();
   await memory.close();
   assert.equal(existsSync(':memory:.lock'), false, 'no lock file named after the in-memory database');
+});
+
+test('one file reached by two names (a symbolic link to it, or to its folder) is one claim', async () => {
+  const first = await openStore(url);
+  first.claimForServer();
+  symlinkSync(join(dir, 'test.db'), join(dir, 'link-to-test.db'));
+  const linkedFolder = `${dir}-link`;
+  symlinkSync(dir, linkedFolder);
+  try {
+    for (const other of [join(dir, 'link-to-test.db'), join(linkedFolder, 'test.db')]) {
+      const second = await openStore(`sqlite:${other}`);
+      try {
+        assert.throws(() => second.claimForServer(), /^Error: another agent-channel server is using the SQLite database /, other);
+      } finally {
+        await second.close();
+      }
+    }
+    // A file not made yet is named through its folder's real path.
+    mkdirSync(join(dir, 'later'));
+    const held = SqliteServerLock.acquire(join(dir, 'later', 'new.db'));
+    try {
+      assert.throws(() => SqliteServerLock.acquire(join(linkedFolder, 'later', 'new.db')), /another agent-channel server is using/);
+    } finally {
+      held.release();
+    }
+  } finally {
+    await first.close();
+    rmSync(linkedFolder);
+  }
 });

@@ -1,3 +1,5 @@
+import { realpathSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { isSqliteBusy } from './node-sqlite-adapter.ts';
 
@@ -8,7 +10,9 @@ import { isSqliteBusy } from './node-sqlite-adapter.ts';
  * exclusive lock on a small file beside the database (`<database>.lock`, empty) for as long as
  * it runs: an open `BEGIN EXCLUSIVE` that is never committed. The operating system drops the lock
  * when the process ends, however it ends (SIGKILL too), so a crashed server never blocks the
- * next one. The CLI does not take it: it may write beside a running server.
+ * next one. The CLI does not take it: it may write beside a running server. The lock is named
+ * after the database's real path, so that a second server reaching the same file by another name
+ * (a symbolic link to it or to a folder above it) is refused too.
  */
 export class SqliteServerLock {
   private readonly connection: DatabaseSync;
@@ -18,7 +22,7 @@ export class SqliteServerLock {
   }
 
   static acquire(databasePath: string): SqliteServerLock {
-    const connection = new DatabaseSync(`${databasePath}.lock`, { timeout: 0 });
+    const connection = new DatabaseSync(`${realPathOf(databasePath)}.lock`, { timeout: 0 });
     try {
       connection.exec('BEGIN EXCLUSIVE');
     } catch (error) {
@@ -34,5 +38,15 @@ export class SqliteServerLock {
 
   release(): void {
     if (this.connection.isOpen) this.connection.close();
+  }
+}
+
+/** The file's path with every symbolic link resolved; for a file not made yet, its folder's real path and its name. */
+function realPathOf(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    return join(realpathSync(dirname(path)), basename(path));
   }
 }
