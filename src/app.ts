@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { maxHeaderSize } from 'node:http';
 import type { Socket } from 'node:net';
 import pino from 'pino';
-import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform, jsonSchemaTransformObject, validatorCompiler } from 'fastify-type-provider-zod';
@@ -15,6 +15,7 @@ import { sendProblem } from './channels/api/problem-reply.ts';
 import { accessLogFields } from './observability/access-log.ts';
 import { installMetrics } from './observability/metrics.ts';
 import { BODY_LIMIT_BYTES, installJsonBodyParser } from './channels/json-body.ts';
+import type { Config } from './config.ts';
 import type { Runtime } from './runtime.ts';
 
 
@@ -37,20 +38,31 @@ type CountedSocket = Socket & { [pendingAnswers]?: number };
  */
 const logDestination = () => pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100, maxLength: 16 * 1024 * 1024 });
 
+/**
+ * The server's log: JSON lines on stdout (see logDestination), secrets redacted. `serve` makes it
+ * first, before the runtime opens, so that what goes wrong meanwhile (Redis out of reach, say)
+ * is logged too.
+ */
+export function serverLog(config: Pick<Config, 'logLevel'>): pino.Logger {
+  return pino({
+    level: config.logLevel,
+    redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'res.headers["set-cookie"]'], censor: '[redacted]' },
+  }, logDestination());
+}
+
 export interface AppOptions {
-  /** pino options, or false for silence (tests). */
+  /** pino options, or false for silence (tests). Unset: `log`. */
   logger?: boolean | Record<string, unknown>;
+  /** The server's log (serverLog), when it was made before the app; else the app makes one. */
+  log?: pino.Logger;
 }
 
 /** The HTTP server of one instance: API channel, docs, health and metrics. */
 export async function buildApp(runtime: Runtime, options: AppOptions = {}): Promise<FastifyInstance> {
-  const logStream = options.logger === undefined ? logDestination() : null;
+  const log = options.logger === undefined ? (options.log ?? serverLog(runtime.config)) : null;
   const app = Fastify({
-    logger: options.logger ?? {
-      level: runtime.config.logLevel,
-      redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'res.headers["set-cookie"]'], censor: '[redacted]' },
-      stream: logStream,
-    },
+    // (As Fastify's own logger type, so that the app's type does not depend on which is given.)
+    ...(log ? { loggerInstance: log as FastifyBaseLogger } : { logger: options.logger }),
     bodyLimit: BODY_LIMIT_BYTES,
     // A client has REQUEST_TIMEOUT_MS to send a whole request, its body included (Fastify's
     // default is no limit: a body that never arrives held its connection for ever); then 408.
@@ -84,7 +96,7 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     },
   });
   // "Server listening at …" goes out at once, not with the next block of lines.
-  if (logStream) app.addHook('onListen', (done) => { logStream.flush(); done(); });
+  if (log) app.addHook('onListen', (done) => { log.flush(); done(); });
   // No stored or queried text may hold U+0000 (PostgreSQL refuses it) or a lone surrogate (stored
   // altered): a clear 422 instead of a 500 or a changed text, for every channel. Checked where
   // the input is read, not in a hook of its own (a hook on every request cost GET /agents about

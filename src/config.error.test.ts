@@ -53,3 +53,17 @@ test('REQUEST_TIMEOUT_MS: 60 s unless set, from 1 s to an hour', () => {
   assert.equal(loadConfig({ REQUEST_TIMEOUT_MS: '5000' }).requestTimeoutMs, 5000);
   assert.throws(() => loadConfig({ REQUEST_TIMEOUT_MS: '10' }), /REQUEST_TIMEOUT_MS must be an integer between 1000 and 3600000/);
 });
+
+test('REDIS_URL, when Redis counts the rate limits, is a redis:// or rediss:// URL; the value is never echoed (it may hold a password)', () => {
+  for (const bad of ['redis://127.0.0.1:6379x', 'notaurl', 'redis://:secret@127.0.0.1:port']) {
+    assert.throws(() => loadConfig({ RATE_LIMIT_STORE: 'redis', REDIS_URL: bad }),
+      /^Error: REDIS_URL must be a redis:\/\/ or rediss:\/\/ URL, such as redis:\/\/127\.0\.0\.1:6379 or rediss:\/\/:password@host:6380\/0 \(it cannot be read as a URL\)$/, bad);
+  }
+  assert.throws(() => loadConfig({ RATE_LIMIT_STORE: 'redis', REDIS_URL: 'http://:secret@127.0.0.1:6379' }), /^Error: REDIS_URL must be .* \(got "http:…"\)$/);
+  assert.throws(() => loadConfig({ RATE_LIMIT_STORE: 'redis', REDIS_URL: 'localhost:6379' }), /\(got "localhost:…"\)$/);
+  for (const good of ['redis://127.0.0.1:6379', 'rediss://:pass@cache.example.test:6380/2', 'redis://user:pass@[::1]:6379']) {
+    assert.equal(loadConfig({ RATE_LIMIT_STORE: 'redis', REDIS_URL: good }).redisUrl, good);
+  }
+  assert.equal(loadConfig({ RATE_LIMIT_STORE: 'redis' }).redisUrl, 'redis://127.0.0.1:6379');
+  assert.equal(loadConfig({ REDIS_URL: 'notaurl' }).rateLimitStore, 'auto', 'not judged while Redis is not the rate limit store');
+});

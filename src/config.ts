@@ -74,6 +74,24 @@ export function parseTrustProxy(raw: string | undefined): boolean | string[] {
   return entries;
 }
 
+/**
+ * REDIS_URL must be a redis:// or rediss:// URL. ioredis guesses at anything else: a bare word
+ * (`notaurl`) became a host name, so the server started and answered 503 for ever; a URL it could
+ * not parse stopped the start with only "Invalid URL". The value is not echoed back: it may hold
+ * a password.
+ */
+function checkRedisUrl(raw: string): void {
+  let url: URL | null = null;
+  try {
+    url = new URL(raw);
+  } catch {
+    // said below
+  }
+  if (url?.protocol === 'redis:' || url?.protocol === 'rediss:') return;
+  throw new Error('REDIS_URL must be a redis:// or rediss:// URL, such as redis://127.0.0.1:6379 or rediss://:password@host:6380/0 '
+    + `(${url ? `got "${url.protocol}…"` : 'it cannot be read as a URL'})`);
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const maxRateLimitPerMinute = int(env, 'MAX_RATE_LIMIT_PER_MINUTE', 10_000, 1, 100_000_000);
   // Unset: follow the database (memory on SQLite, postgres on PostgreSQL); see ratelimit/select.ts.
@@ -84,6 +102,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   // Refused here already, so that a misconfigured server stops before it opens anything.
   if (rateLimitStore === 'postgres' && !isPostgresUrl(env.DATABASE_URL ?? '')) throw new Error(POSTGRES_LIMITER_NEEDS_POSTGRES);
+  const redisUrl = env.REDIS_URL || 'redis://127.0.0.1:6379';
+  if (rateLimitStore === 'redis') checkRedisUrl(redisUrl); // (unused, and so not judged, by the other stores)
   const sqliteSynchronous = (env.SQLITE_SYNCHRONOUS || 'full').toLowerCase();
   if (!SQLITE_SYNCHRONOUS_MODES.includes(sqliteSynchronous as SqliteSynchronous)) {
     throw new Error(`SQLITE_SYNCHRONOUS must be ${SQLITE_SYNCHRONOUS_MODES.map((mode) => `"${mode}"`).join(' or ')} (got "${env.SQLITE_SYNCHRONOUS}")`);
@@ -104,7 +124,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxRateLimitPerMinute,
     webChatRateLimitPerMinute: int(env, 'WEB_CHAT_RATE_LIMIT_PER_MINUTE', 60, 1, maxRateLimitPerMinute),
     rateLimitStore,
-    redisUrl: env.REDIS_URL || 'redis://127.0.0.1:6379',
+    redisUrl,
     freeAgentLimit: int(env, 'FREE_PLAN_AGENT_LIMIT', 1, 0, 1_000_000),
     proAgentLimit: int(env, 'PRO_PLAN_AGENT_LIMIT', 100, 0, 1_000_000),
     agentConcurrency: int(env, 'AGENT_CONCURRENCY', 1, 1, 1000),

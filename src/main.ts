@@ -1,14 +1,16 @@
-import { buildApp } from './app.ts';
-import { loadConfig } from './config.ts';
+import { createServer } from 'node:net';
+import { buildApp, serverLog } from './app.ts';
+import { loadConfig, type Config } from './config.ts';
 import { createRuntime } from './runtime.ts';
 
 /** `agent-channel serve`: start the server and stop it gracefully on SIGTERM, SIGINT or SIGHUP. */
 export async function serve(): Promise<void> {
   const config = loadConfig();
-  let app: Awaited<ReturnType<typeof buildApp>> | undefined;
-  const runtime = await createRuntime(config, {}, (error, context) => app?.log.error({ err: error }, context));
-  app = await buildApp(runtime);
-  const server = app;
+  await checkCanListen(config);
+  // The log comes first: what goes wrong while the runtime opens (Redis out of reach) is logged too.
+  const log = serverLog(config);
+  const runtime = await createRuntime(config, {}, (error, context) => log.error({ err: error }, context));
+  const server = await buildApp(runtime, { log });
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -30,8 +32,31 @@ export async function serve(): Promise<void> {
   try {
     await server.listen({ port: config.port, host: config.host });
   } catch (error) {
-    // "getaddrinfo ENOTFOUND x" or "EADDRINUSE" alone does not say which setting to change.
-    throw new Error(`cannot listen on HOST ${config.host}, PORT ${config.port}: ${(error as Error).message}`, { cause: error });
+    throw cannotListen(config, error);
   }
   await runtime.startEngine();
 }
+
+/**
+ * Binds HOST and PORT for a moment before anything is opened: a HOST that does not resolve or is
+ * not this machine's, or a PORT that is taken, stops the start before a SQLite database is made
+ * and migrated for nothing. (The server listens for good only once the store is claimed; should
+ * that fail after all, it says so the same way.)
+ */
+async function checkCanListen(config: Config): Promise<void> {
+  const probe = createServer();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      probe.once('error', reject);
+      probe.listen({ port: config.port, host: config.host }, resolve);
+    });
+  } catch (error) {
+    throw cannotListen(config, error);
+  } finally {
+    await new Promise((resolve) => probe.close(resolve));
+  }
+}
+
+// "getaddrinfo ENOTFOUND x" or "EADDRINUSE" alone does not say which setting to change.
+const cannotListen = (config: Config, error: unknown): Error =>
+  new Error(`cannot listen on HOST ${config.host}, PORT ${config.port}: ${(error as Error).message}`, { cause: error });

@@ -6,7 +6,7 @@ import { TurnEngine } from './engine/turn-engine.ts';
 import type { RateLimiter } from './ratelimit/rate-limiter.ts';
 import { createRateLimiter } from './ratelimit/select.ts';
 import { createServices, type Services } from './services/services.ts';
-import { openStore, splitSchemaParam, type OpenStoreOptions, type Store } from './store/store.ts';
+import { cannotConnectToPostgres, openStore, splitSchemaParam, type OpenStoreOptions, type Store } from './store/store.ts';
 
 /** Everything one instance holds: built once at start, closed once at shutdown. */
 export interface Runtime {
@@ -28,17 +28,23 @@ export async function createRuntime(
 ): Promise<Runtime> {
   const store = await openStore(config.databaseUrl, { sqliteSynchronous: config.sqliteSynchronous, ...storeOptions });
   let engine: TurnEngine | undefined;
-  const bus: Bus = store.dialect === 'postgres'
-    ? await PostgresBus.connect(splitSchemaParam(config.databaseUrl).url, store.pgSchema,
-      () => engine?.caughtUp().catch((error: unknown) => logError(error, 'catching up after the bus reconnected')))
-    : new InProcessBus();
+  let bus: Bus;
+  try {
+    bus = store.dialect === 'postgres'
+      ? await PostgresBus.connect(splitSchemaParam(config.databaseUrl).url, store.pgSchema,
+        () => engine?.caughtUp().catch((error: unknown) => logError(error, 'catching up after the bus reconnected')))
+      : new InProcessBus();
+  } catch (error) {
+    await store.close();
+    throw cannotConnectToPostgres(config.databaseUrl, error);
+  }
   engine = new TurnEngine({
     store, bus, instanceId: config.instanceId, perAgent: config.agentConcurrency,
     concurrency: config.runnerConcurrency, leaseMs: config.leaseMs, onError: logError,
   });
   const services = createServices({ store, config, engine, brain: new BuiltinBrain(), tools });
   const rateLimiter: RateLimiter = createRateLimiter(config.rateLimitStore, store, config.redisUrl,
-    (error) => logError(error, 'the rate limit store cannot be reached: requests get 503 until it is back'));
+    (error) => logError(error, 'the rate limit store (Redis, at REDIS_URL) cannot be reached: API requests get 503 until it is back'));
   const theEngine = engine;
   return {
     config, store, bus, engine: theEngine, services, rateLimiter,

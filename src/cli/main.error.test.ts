@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { createServer, type AddressInfo } from 'node:net';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { runCli } from '../testing/cli.ts';
-import { databaseEnv, freshDatabase, type TestDatabase } from '../testing/harness.ts';
+import { databaseEnv, freshDatabase, TEST_DB, TEST_PG_URL, type TestDatabase } from '../testing/harness.ts';
 
 let database: TestDatabase;
 let env: Record<string, string>;
@@ -71,6 +73,12 @@ test('a setting or a database that cannot work stops serve and the CLI with one 
     [{ DATABASE_URL: 'postgres://127.0.0.1:1/test?schema=Bad-Name' }, ['keys', 'list', '--email', 'x@example.test'],
       /^agent-channel: DATABASE_URL's \?schema= must be 1–63 lowercase letters, digits and underscores, not starting with a digit \(got "Bad-Name"\)$/],
     [{ PORT: '1e3' }, ['serve'], /^agent-channel: PORT must be an integer between 0 and 65535 \(got "1e3"\)$/],
+    [{ RATE_LIMIT_STORE: 'redis', REDIS_URL: 'redis://127.0.0.1:6379x' }, ['serve'], /^agent-channel: REDIS_URL must be a redis:\/\/ or rediss:\/\/ URL, .*\(it cannot be read as a URL\)$/],
+    [{ RATE_LIMIT_STORE: 'redis', REDIS_URL: 'notaurl' }, ['serve'], /^agent-channel: REDIS_URL must be a redis:\/\/ or rediss:\/\/ URL/],
+    [{ DATABASE_URL: 'postgres://127.0.0.1:1/test' }, ['serve'],
+      /^agent-channel: cannot connect to the PostgreSQL database at DATABASE_URL postgres:\/\/127\.0\.0\.1:1\/test: connect ECONNREFUSED 127\.0\.0\.1:1$/],
+    [{ DATABASE_URL: 'postgres://127.0.0.1:1/test?schema=mine' }, ['keys', 'list', '--email', 'x@example.test'],
+      /^agent-channel: cannot connect to the PostgreSQL database at DATABASE_URL postgres:\/\/127\.0\.0\.1:1\/test\?schema=mine: connect ECONNREFUSED/],
     [{ LOG_LEVEL: 'verbose' }, ['serve'], /^agent-channel: LOG_LEVEL must be one of/],
     [{ DATABASE_URL: `sqlite:${tmpdir()}` }, ['users', 'create', '--email', 'x@example.test', '--password', 'correct horse'],
       /^agent-channel: cannot open the SQLite database .+: unable to open database file$/],
@@ -83,4 +91,26 @@ test('a setting or a database that cannot work stops serve and the CLI with one 
     assert.match(result.stderr.trim(), why);
     assert.doesNotMatch(result.stderr, /\n\s+at /, 'no stack');
   }
+});
+
+test('a database that refuses us at start is named by its setting, DATABASE_URL, without the password', { skip: TEST_DB !== 'postgres' && 'needs a PostgreSQL that answers' }, async () => {
+  const url = new URL(TEST_PG_URL);
+  url.username = 'no_such_role';
+  url.password = 'hunter2-secret';
+  for (const args of [['serve'], ['keys', 'list', '--email', 'x@example.test']]) {
+    const result = await runCli({ ...env, DATABASE_URL: url.toString() }, ...args);
+    assert.equal(result.code, 1, result.stderr);
+    assert.match(result.stderr.trim(), /^agent-channel: cannot connect to the PostgreSQL database at DATABASE_URL postgres:\/\/no_such_role:\*\*\*@[^ ]+: .*"no_such_role"/);
+    assert.doesNotMatch(result.stderr, /hunter2/);
+  }
+});
+
+test('a HOST that cannot be listened on stops serve before the database is opened: no SQLite file is made', async () => {
+  const folder = mkdtempSync(join(tmpdir(), 'agent-channel-host-'));
+  after(() => rmSync(folder, { recursive: true, force: true }));
+  // (.invalid never resolves: RFC 6761)
+  const result = await runCli({ DATABASE_URL: `sqlite:${join(folder, 'never.db')}`, HOST: 'no-such-host.invalid', PORT: '0' }, 'serve');
+  assert.equal(result.code, 1, result.stderr);
+  assert.match(result.stderr.trim(), /^agent-channel: cannot listen on HOST no-such-host\.invalid, PORT 0: getaddrinfo ENOTFOUND/);
+  assert.deepEqual(readdirSync(folder), [], 'nothing was created');
 });

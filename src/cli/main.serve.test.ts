@@ -3,6 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { CLI_PATH, runCli } from '../testing/cli.ts';
 import { API, databaseEnv, freshDatabase, type TestDatabase } from '../testing/harness.ts';
+import { startServerProcess } from '../testing/server-process.ts';
 
 /**
  * `agent-channel serve` as a real child process, with the operator CLI changing the same
@@ -94,5 +95,23 @@ test('the server logs each request with its id, and never the Authorization head
   const secret = key.split('_')[2]!;
   for (const needle of [secret, wrong.split('_')[2]!, 'Bearer ak_', 'top-secret-cookie']) {
     assert.ok(!logs.includes(needle), `the log must not contain ${needle.slice(0, 12)}…`);
+  }
+});
+
+test('Redis out of reach from the start is logged, naming Redis, even though it fails before the server has listened', { timeout: 60_000 }, async () => {
+  const own = await freshDatabase();
+  after(() => own.drop());
+  // Nothing listens on port 1: the first connection attempt fails while the app is still being built.
+  const redisless = await startServerProcess({ ...databaseEnv(own), RATE_LIMIT_STORE: 'redis', REDIS_URL: 'redis://127.0.0.1:1' });
+  try {
+    const deadline = Date.now() + 10_000;
+    while (!/"msg":"the rate limit store \(Redis, at REDIS_URL\) cannot be reached/.test(redisless.output()) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const lines = redisless.output().split('\n').filter((line) => line.includes('Redis'));
+    assert.equal(lines.length, 1, `one line, once per outage:\n${redisless.output()}`);
+    assert.match(lines[0]!, /"level":50.*"err":\{.*ECONNREFUSED 127\.0\.0\.1:1/);
+  } finally {
+    await redisless.kill('SIGTERM');
   }
 });

@@ -157,6 +157,17 @@ export function splitSchemaParam(url: string): { url: string; schema: string | n
   return { url: parsed.toString(), schema };
 }
 
+/**
+ * PostgreSQL out of reach at start, said with the setting to look at: pg's own words
+ * ("connect ECONNREFUSED 127.0.0.1:1", `role "x" does not exist`) do not name it. The URL is
+ * shown without its password.
+ */
+export function cannotConnectToPostgres(databaseUrl: string, error: unknown): Error {
+  const shown = new URL(databaseUrl);
+  if (shown.password) shown.password = '***';
+  return new Error(`cannot connect to the PostgreSQL database at DATABASE_URL ${shown}: ${(error as Error).message}`, { cause: error });
+}
+
 async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<Store> {
   const { url, schema: schemaParam } = splitSchemaParam(rawUrl);
   const schema = options.pgSchema ?? schemaParam;
@@ -165,7 +176,7 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
   }
   if (schema) {
     const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
+    await admin.connect().catch((error: unknown) => { throw cannotConnectToPostgres(rawUrl, error); });
     try {
       await admin.query(`create schema if not exists ${schema}`);
     } finally {
@@ -193,10 +204,10 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
     };
   });
   try {
-    await clock.sync();
+    await clock.sync(); // the pool's first connection
   } catch (error) {
     await db.destroy();
-    throw error;
+    throw cannotConnectToPostgres(rawUrl, error);
   }
   let clockSync: NodeJS.Timeout | null = null;
   return {
