@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { API, startTestApp } from './testing/harness.ts';
+import { startFreezableProxy, throughPort } from './testing/frozen-database.ts';
+import { API, freshDatabase, startTestApp, TEST_DB } from './testing/harness.ts';
 import { redisAnswers, TEST_REDIS_URL } from './testing/redis.ts';
 
 /** /readyz says whether an API request can be served: the database and the rate limit store. */
@@ -29,5 +30,32 @@ test('/readyz: ready with a Redis rate limit store that answers', { skip: !(awai
     assert.equal((await up.inject({ method: 'GET', url: `${API}/agents`, headers: u.auth })).statusCode, 200);
   } finally {
     await up.close();
+  }
+});
+
+/** `work`, or a failure naming `what` if it has not settled within `ms` (a bound on a wait, not a speed test). */
+async function settledWithin<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms); });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
+test('/readyz: 503 "database unreachable" at once while the database accepts connections but stops answering; ready again when it answers', { skip: TEST_DB !== 'postgres' && 'PostgreSQL pass only', timeout: 60_000 }, async () => {
+  const database = await freshDatabase();
+  const target = new URL(database.url);
+  const proxy = await startFreezableProxy({ host: target.hostname, port: Number(target.port || 5432) });
+  const app = await startTestApp({}, { database: { ...database, url: throughPort(database.url, proxy.port) }, dropDatabaseAtClose: true });
+  try {
+    assert.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
+    proxy.freeze();
+    const res = await settledWithin(app.inject({ method: 'GET', url: '/readyz' }), 5_000, '/readyz on a frozen database');
+    assert.equal(res.statusCode, 503, res.body);
+    assert.deepEqual(res.json(), { status: 'unavailable', reason: 'database unreachable' });
+    proxy.thaw();
+    assert.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
+  } finally {
+    proxy.thaw();
+    await app.close();
+    await proxy.close();
   }
 });

@@ -50,6 +50,16 @@ export function serverLog(config: Pick<Config, 'logLevel'>): pino.Logger {
   }, logDestination());
 }
 
+/** How long /readyz waits for the database and the rate limit store to answer: a probe gets its answer within about a second. */
+const READY_WITHIN_MS = 1000;
+
+/** What `work` gives, or a failure once `ms` have passed without it. */
+function answerWithin<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms); });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
 export interface AppOptions {
   /** pino options, or false for silence (tests). Unset: `log`. */
   logger?: boolean | Record<string, unknown>;
@@ -197,7 +207,10 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
     // Both must answer for an API request to be served: the database, and the rate limit store
     // (Redis, when RATE_LIMIT_STORE=redis; the others live in the database or in memory).
-    const [database, rateLimits] = await Promise.allSettled([runtime.store.ping(), runtime.rateLimiter.ping()]);
+    // An answer that has not come within READY_WITHIN_MS counts as none (a database that froze
+    // accepts the connection and never answers); the ping itself goes on, bounded by the store.
+    const [database, rateLimits] = await Promise.allSettled([
+      answerWithin(runtime.store.ping(), READY_WITHIN_MS), answerWithin(runtime.rateLimiter.ping(), READY_WITHIN_MS)]);
     if (database.status === 'rejected') return reply.code(503).send({ status: 'unavailable', reason: 'database unreachable' });
     if (rateLimits.status === 'rejected') return reply.code(503).send({ status: 'unavailable', reason: 'rate limit store unreachable' });
     return { status: 'ready' };

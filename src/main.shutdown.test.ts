@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { test } from 'node:test';
-import { API, seededDatabase } from './testing/harness.ts';
+import { startFreezableProxy, throughPort } from './testing/frozen-database.ts';
+import { API, seededDatabase, TEST_DB } from './testing/harness.ts';
 import { postMessage, startServerProcess, type ServerProcess } from './testing/server-process.ts';
 
 /**
@@ -86,5 +87,30 @@ test('SIGHUP (the terminal of a foreground server closing) shuts down as SIGTERM
     assert.match(server.output(), /"signal":"SIGHUP"[^\n]*"msg":"shutting down"/);
   } finally {
     await server.kill('SIGKILL');
+  }
+});
+
+test('SIGTERM while the database has frozen (it holds its connections and never answers): the process still exits, 10 s after the grace period, saying why', { skip: TEST_DB !== 'postgres' && 'PostgreSQL pass only', timeout: 90_000 }, async () => {
+  const target = new URL(seeded.env.DATABASE_URL!);
+  const proxy = await startFreezableProxy({ host: target.hostname, port: Number(target.port || 5432) });
+  const server = await startServerProcess({ ...seeded.env, DATABASE_URL: throughPort(seeded.env.DATABASE_URL!, proxy.port), SHUTDOWN_GRACE_MS: '1000' });
+  const agents = () => fetch(`${server.url}${API}/agents`, { headers: { authorization: `Bearer ${seeded.key}` } });
+  try {
+    assert.equal((await agents()).status, 200);
+    proxy.freeze();
+    const stuck = agents().catch((error: unknown) => error); // waits on the database
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    server.child.kill('SIGTERM');
+    let timer: NodeJS.Timeout | undefined;
+    const exit = await Promise.race([
+      server.exited, new Promise((resolve) => { timer = setTimeout(() => resolve('still running 30 s after SIGTERM'), 30_000); })]);
+    clearTimeout(timer);
+    assert.deepEqual(exit, { code: 1, signal: null }, server.output());
+    assert.match(server.output(), /"level":50[^\n]*"msg":"shutdown did not finish by SHUTDOWN_GRACE_MS \+ 10 s \(is the database answering\?\): exiting anyway"/);
+    await stuck;
+  } finally {
+    await server.kill('SIGKILL');
+    proxy.thaw();
+    await proxy.close();
   }
 });

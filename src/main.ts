@@ -3,6 +3,13 @@ import { buildApp, serverLog } from './app.ts';
 import { loadConfig, type Config } from './config.ts';
 import { createRuntime } from './runtime.ts';
 
+/**
+ * How long past SHUTDOWN_GRACE_MS an orderly shutdown may take before the process exits anyway,
+ * with code 1. The engine gives turns still running at the end of the grace 5 s to stop; a
+ * healthy shutdown ends well within the rest.
+ */
+const SHUTDOWN_DEADLINE_AFTER_GRACE_MS = 10_000;
+
 /** `agent-channel serve`: start the server and stop it gracefully on SIGTERM, SIGINT or SIGHUP. */
 export async function serve(): Promise<void> {
   const config = loadConfig();
@@ -16,6 +23,13 @@ export async function serve(): Promise<void> {
     if (stopping) return;
     stopping = true;
     server.log.info({ signal }, 'shutting down');
+    // The orderly path waits on the database (requests under way, the last writes, closing its
+    // connections); one that froze would hold it for ever. Past the deadline the process exits anyway.
+    setTimeout(() => {
+      server.log.error({ signal, afterMs: config.shutdownGraceMs + SHUTDOWN_DEADLINE_AFTER_GRACE_MS },
+        'shutdown did not finish by SHUTDOWN_GRACE_MS + 10 s (is the database answering?): exiting anyway');
+      process.exit(1);
+    }, config.shutdownGraceMs + SHUTDOWN_DEADLINE_AFTER_GRACE_MS).unref();
     // Stop accepting and let running turns finish within the grace period; the rest stay
     // queued in the database and resume at the next start.
     await Promise.all([server.close(), runtime.engine.stop(config.shutdownGraceMs)]);

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { runCli } from '../testing/cli.ts';
+import { startBlackHole } from '../testing/frozen-database.ts';
 import { databaseEnv, freshDatabase, TEST_DB, TEST_PG_URL, type TestDatabase } from '../testing/harness.ts';
 
 let database: TestDatabase;
@@ -113,4 +114,13 @@ test('a HOST that cannot be listened on stops serve before the database is opene
   assert.equal(result.code, 1, result.stderr);
   assert.match(result.stderr.trim(), /^agent-channel: cannot listen on HOST no-such-host\.invalid, PORT 0: getaddrinfo ENOTFOUND/);
   assert.deepEqual(readdirSync(folder), [], 'nothing was created');
+});
+
+test('a database that accepts the connection and never answers stops serve at start, naming DATABASE_URL, instead of hanging', { timeout: 90_000 }, async () => {
+  const blackHole = await startBlackHole();
+  after(() => blackHole.close());
+  const url = `postgres://postgres@127.0.0.1:${blackHole.port}/test`;
+  const result = await runCli({ DATABASE_URL: url }, 'serve'); // (runCli gives up after 60 s)
+  assert.equal(result.code, 1, `exit ${result.code}: ${result.stderr}`);
+  assert.match(result.stderr.trim(), new RegExp(`^agent-channel: cannot connect to the PostgreSQL database at DATABASE_URL ${url.replaceAll('.', '\\.')}: .*timeout`));
 });

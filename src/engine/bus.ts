@@ -2,7 +2,7 @@ import { hash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Transaction } from 'kysely';
 import pg from 'pg';
-import { notifyAtCommit } from '../store/postgres-dialect.ts';
+import { BoundedWaitClient, notifyAtCommit } from '../store/postgres-dialect.ts';
 import type { DB } from '../store/schema.ts';
 
 /** What instances tell each other: a job was enqueued (wake a runner) or finished (wake its waiter). */
@@ -78,7 +78,9 @@ export class PostgresBus extends LocalDelivery implements Bus {
   }
 
   private async listen(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.connectionString });
+    // Bounded as the store's connections are: a database that stopped answering fails the
+    // (re)connection, which is tried again, instead of holding it for ever.
+    const client = new BoundedWaitClient({ connectionString: this.connectionString });
     client.on('notification', (message) => {
       if (message.channel !== this.channel || !message.payload) return;
       try {

@@ -18,6 +18,73 @@ const SHAPE_FOLLOWS_TABLE = /\b(?:select|returning)\s+\*|\.\*/i;
 // (0A000), or it is gone (26000: pg closed it after a value failed to serialise).
 const STALE_STATEMENT = new Set(['0A000', '26000']);
 
+/** How long PostgreSQL may take to accept a connection (TCP, TLS, authentication) before it is given up on. */
+export const POSTGRES_CONNECT_TIMEOUT_MS = 5_000;
+/**
+ * The longest one statement may run before PostgreSQL cancels it (statement_timeout). Ours take
+ * milliseconds in steady use (a lock wait is behind a short transaction); migrations, which may
+ * build an index on a large table, are not bound.
+ */
+export const POSTGRES_STATEMENT_TIMEOUT_MS = 30_000;
+/** Past the statement timeout, how much longer a server that has not answered at all is waited for. */
+const NO_ANSWER_GRACE_MS = 5_000;
+
+export interface BoundedWaitClientConfig extends pg.ClientConfig {
+  /** statement_timeout, and (plus NO_ANSWER_GRACE_MS) how long a statement's answer is waited for; null for none (migrations). */
+  statementTimeoutMs?: number | null;
+}
+
+/**
+ * A pg client that never waits on PostgreSQL for ever. A database that stopped answering (a
+ * frozen process, a VM paused, a network that drops packets) still accepts TCP or holds the
+ * connection open, and the pg client waits without limit by default: requests, /readyz, the start
+ * and the shutdown hung on it. So: connecting gives up after POSTGRES_CONNECT_TIMEOUT_MS; TCP
+ * keep-alive notices a peer that vanished from an idle connection; the server cancels a statement
+ * past its statement timeout; and a statement whose server has not answered even that cancel a
+ * few seconds later takes its connection down with it (its late answer could no longer be told
+ * from the next statement's), failing what waits on that connection, which the pool then drops.
+ * Every connection this process opens to PostgreSQL is one of these.
+ */
+export class BoundedWaitClient extends pg.Client {
+  private readonly noAnswerTimeoutMs: number;
+
+  constructor(config: BoundedWaitClientConfig = {}) {
+    const { statementTimeoutMs = POSTGRES_STATEMENT_TIMEOUT_MS, ...pgConfig } = config;
+    super({
+      ...pgConfig,
+      connectionTimeoutMillis: POSTGRES_CONNECT_TIMEOUT_MS,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
+      ...(statementTimeoutMs === null ? {} : { statement_timeout: statementTimeoutMs }),
+    });
+    this.noAnswerTimeoutMs = statementTimeoutMs === null ? 0 : statementTimeoutMs + NO_ANSWER_GRACE_MS;
+  }
+
+  override query(...args: unknown[]): any {
+    if (this.noAnswerTimeoutMs === 0) return (super.query as (...a: unknown[]) => unknown)(...args);
+    const timer = setTimeout(() => this.giveUp(), this.noAnswerTimeoutMs).unref();
+    const answered = () => clearTimeout(timer);
+    const last = args.length - 1;
+    const callback = args[last];
+    if (typeof callback === 'function') args[last] = (...results: unknown[]) => { answered(); callback(...results); };
+    let result: any;
+    try {
+      result = (super.query as (...a: unknown[]) => unknown)(...args);
+    } catch (error) {
+      answered();
+      throw error;
+    }
+    if (typeof result?.then === 'function') (result as Promise<unknown>).then(answered, answered);
+    else if (typeof callback !== 'function') answered(); // a submittable (a cursor) reports on its own
+    return result;
+  }
+
+  private giveUp(): void {
+    const stream = (this as unknown as { connection: { stream: { destroy(error: Error): void } } }).connection.stream;
+    stream.destroy(new Error(`PostgreSQL did not answer within ${this.noAnswerTimeoutMs / 1000} s: the connection was dropped`));
+  }
+}
+
 /**
  * A pg client that prepares each distinct parameterised statement once per connection and
  * reuses it: PostgreSQL then parses and plans it once instead of on every call, which was about
@@ -28,7 +95,7 @@ const STALE_STATEMENT = new Set(['0A000', '26000']);
  * parameters (begin, commit) stay on the simple protocol, where several statements in one text
  * answer with the last one's result (see NotifyAtCommitDriver).
  */
-export class NamedStatementClient extends pg.Client {
+export class NamedStatementClient extends BoundedWaitClient {
   // Texts this connection prepares under a name of its own, since their shared one went stale here.
   private readonly renamed = new Map<string, string>();
 

@@ -5,7 +5,10 @@ import { Migrator, type Migration } from 'kysely/migration';
 import pg from 'pg';
 import type { DB } from './schema.ts';
 import { openNodeSqlite, type SqliteSynchronous } from './node-sqlite-adapter.ts';
-import { CurrentSchemaPostgresDialect, NamedStatementClient } from './postgres-dialect.ts';
+import {
+  BoundedWaitClient, CurrentSchemaPostgresDialect, NamedStatementClient, POSTGRES_CONNECT_TIMEOUT_MS, POSTGRES_STATEMENT_TIMEOUT_MS,
+  type BoundedWaitClientConfig,
+} from './postgres-dialect.ts';
 import { runPreparedDirectly } from './prepared.ts';
 import { DatabaseAnchoredClock, systemClock, type SharedClock } from './shared-clock.ts';
 import { SqliteCheckpointer } from './sqlite-checkpointer.ts';
@@ -57,6 +60,8 @@ export interface OpenStoreOptions {
   /** PostgreSQL: use (and create) this schema instead of `public`. */
   pgSchema?: string;
   pgPoolSize?: number;
+  /** PostgreSQL: the longest one statement may run (see BoundedWaitClient); POSTGRES_STATEMENT_TIMEOUT_MS unless set. */
+  pgStatementTimeoutMs?: number;
   /** SQLite: when commits are synced to disk (see SqliteSynchronous); `full` unless set. */
   sqliteSynchronous?: SqliteSynchronous;
 }
@@ -78,7 +83,18 @@ export async function openStore(url: string = DEFAULT_DATABASE_URL, options: Ope
     ? await openPostgres(url, options)
     : openSqlite(url, options.sqliteSynchronous);
   try {
-    await migrate(store);
+    if (store.dialect === 'postgres') {
+      // On a connection of its own without the statement timeout: a migration may build an index
+      // on a large table, or wait for another instance's migration, for longer than any request may.
+      const migrations = postgresKysely(new pg.Pool({ Client: NamedStatementClient, ...postgresConnection(url, store.pgSchema, null), max: 1 }));
+      try {
+        await migrate(store.dialect, migrations);
+      } finally {
+        await migrations.destroy();
+      }
+    } else {
+      await migrate(store.dialect, store.db);
+    }
   } catch (error) {
     await store.close();
     throw error;
@@ -175,7 +191,7 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
     throw new Error(`DATABASE_URL's ?schema= must be 1–63 lowercase letters, digits and underscores, not starting with a digit (got ${JSON.stringify(schema.slice(0, 80))})`);
   }
   if (schema) {
-    const admin = new pg.Client({ connectionString: url });
+    const admin = new BoundedWaitClient({ connectionString: url });
     await admin.connect().catch((error: unknown) => { throw cannotConnectToPostgres(rawUrl, error); });
     try {
       await admin.query(`create schema if not exists ${schema}`);
@@ -183,19 +199,21 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
       await admin.end();
     }
   }
+  const statementTimeoutMs = options.pgStatementTimeoutMs ?? POSTGRES_STATEMENT_TIMEOUT_MS;
   const pool = new pg.Pool({
     Client: NamedStatementClient,
-    connectionString: url,
+    ...postgresConnection(rawUrl, schema, statementTimeoutMs),
     max: options.pgPoolSize ?? 10,
-    types: pgTypes,
-    ...(schema ? { options: `-c search_path=${schema}` } : {}),
+    // Waiting for a free connection: never this long but when the server stopped answering (the
+    // connections in use are then dropped within this time, and new ones cannot be made).
+    connectionTimeoutMillis: statementTimeoutMs + POSTGRES_CONNECT_TIMEOUT_MS,
   });
   pool.on('error', () => {}); // an idle client dropped by the server is replaced on next use
   // A client in use is one the pool stops watching: if the server drops it between two statements
   // (a restart, a failover), pg's 'error' event would find no listener and end the process. The
   // statement under way or the next one fails instead, and the pool discards the client.
   pool.on('connect', (client) => { client.on('error', () => {}); });
-  const db = new Kysely<DB>({ dialect: new CurrentSchemaPostgresDialect({ pool }) });
+  const db = postgresKysely(pool);
   const clock = new DatabaseAnchoredClock(async () => {
     const client = await pool.connect();
     return {
@@ -233,29 +251,41 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
   };
 }
 
-async function migrate(store: Store): Promise<void> {
+/** What every pooled connection of ours to this PostgreSQL database is made with (see BoundedWaitClient for the bounds). */
+function postgresConnection(rawUrl: string, schema: string | null, statementTimeoutMs?: number | null): pg.PoolConfig & BoundedWaitClientConfig {
+  return {
+    connectionString: splitSchemaParam(rawUrl).url,
+    types: pgTypes,
+    statementTimeoutMs,
+    ...(schema ? { options: `-c search_path=${schema}` } : {}),
+  };
+}
+
+const postgresKysely = (pool: pg.Pool): Kysely<DB> => new Kysely<DB>({ dialect: new CurrentSchemaPostgresDialect({ pool }) });
+
+async function migrate(dialect: Dialect, db: Kysely<DB>): Promise<void> {
   const all: Record<string, Migration> = {
-    '001_initial': { up: (db) => m001.up(db, store.dialect) },
-    '002_rate_limits': { up: (db) => m002RateLimits.up(db, store.dialect) },
+    '001_initial': { up: (db) => m001.up(db, dialect) },
+    '002_rate_limits': { up: (db) => m002RateLimits.up(db, dialect) },
     '003_instance_secrets': { up: (db) => m003InstanceSecrets.up(db) },
     '004_history_indexes': { up: (db) => m004HistoryIndexes.up(db) },
     '005_jobs_line': { up: (db) => m005JobsLine.up(db) },
     '006_missions_owner': { up: (db) => m006MissionsOwner.up(db) },
     '007_memberships_role': { up: (db) => m007MembershipsRole.up(db) },
   };
-  const migrator = new Migrator({ db: store.db, provider: { getMigrations: async () => all } });
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => all } });
   // Kysely locks migrations on PostgreSQL but not on SQLite, where it assumes one connection.
   // Yet the server and the CLI may open a new file at the same moment: under one write lock, the
   // second waits for the first to finish, then finds nothing left to do (instead of creating
   // tables that now exist). SQLite runs DDL in a transaction, so a failed migration leaves nothing.
-  const sqlite = store.dialect === 'sqlite';
-  if (sqlite) await sql`begin immediate`.execute(store.db);
+  const sqlite = dialect === 'sqlite';
+  if (sqlite) await sql`begin immediate`.execute(db);
   const { error } = await migrator.migrateToLatest();
   if (error) {
-    if (sqlite) await sql`rollback`.execute(store.db).catch(() => {}); // (SQLite may have rolled back itself)
+    if (sqlite) await sql`rollback`.execute(db).catch(() => {}); // (SQLite may have rolled back itself)
     throw error instanceof Error ? error : new Error(String(error));
   }
-  if (sqlite) await sql`commit`.execute(store.db);
+  if (sqlite) await sql`commit`.execute(db);
 }
 
 /** Is this a unique-constraint violation, in either dialect? */
