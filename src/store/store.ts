@@ -86,7 +86,7 @@ export async function openStore(url: string = DEFAULT_DATABASE_URL, options: Ope
     if (store.dialect === 'postgres') {
       // On a connection of its own without the statement timeout: a migration may build an index
       // on a large table, or wait for another instance's migration, for longer than any request may.
-      const migrations = postgresKysely(new pg.Pool({ Client: NamedStatementClient, ...postgresConnection(url, store.pgSchema, null), max: 1 }));
+      const migrations = postgresKysely(postgresPool({ ...postgresConnection(url, store.pgSchema, null), max: 1 }));
       try {
         await migrate(store.dialect, migrations);
       } finally {
@@ -200,19 +200,13 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
     }
   }
   const statementTimeoutMs = options.pgStatementTimeoutMs ?? POSTGRES_STATEMENT_TIMEOUT_MS;
-  const pool = new pg.Pool({
-    Client: NamedStatementClient,
+  const pool = postgresPool({
     ...postgresConnection(rawUrl, schema, statementTimeoutMs),
     max: options.pgPoolSize ?? 10,
     // Waiting for a free connection: never this long but when the server stopped answering (the
     // connections in use are then dropped within this time, and new ones cannot be made).
     connectionTimeoutMillis: statementTimeoutMs + POSTGRES_CONNECT_TIMEOUT_MS,
   });
-  pool.on('error', () => {}); // an idle client dropped by the server is replaced on next use
-  // A client in use is one the pool stops watching: if the server drops it between two statements
-  // (a restart, a failover), pg's 'error' event would find no listener and end the process. The
-  // statement under way or the next one fails instead, and the pool discards the client.
-  pool.on('connect', (client) => { client.on('error', () => {}); });
   const db = postgresKysely(pool);
   const clock = new DatabaseAnchoredClock(async () => {
     const client = await pool.connect();
@@ -259,6 +253,17 @@ function postgresConnection(rawUrl: string, schema: string | null, statementTime
     statementTimeoutMs,
     ...(schema ? { options: `-c search_path=${schema}` } : {}),
   };
+}
+
+/** A pool of our connections (NamedStatementClient), none of whose failures can end the process. */
+function postgresPool(config: pg.PoolConfig & BoundedWaitClientConfig): pg.Pool {
+  const pool = new pg.Pool({ Client: NamedStatementClient, ...config });
+  pool.on('error', () => {}); // an idle client dropped by the server is replaced on next use
+  // A client in use is one the pool stops watching: if the server drops it between two statements
+  // (a restart, a failover), pg's 'error' event would find no listener and end the process. The
+  // statement under way or the next one fails instead, and the pool discards the client.
+  pool.on('connect', (client) => { client.on('error', () => {}); });
+  return pool;
 }
 
 const postgresKysely = (pool: pg.Pool): Kysely<DB> => new Kysely<DB>({ dialect: new CurrentSchemaPostgresDialect({ pool }) });
