@@ -3,6 +3,7 @@ import {
   type PostgresDialectConfig, type TableMetadata, type Transaction,
 } from 'kysely';
 import pg from 'pg';
+import { markStoreError } from './unavailable.ts';
 
 /** How agent-channel talks to PostgreSQL, beyond Kysely's own dialect: fewer parses, fewer round trips. */
 
@@ -61,21 +62,25 @@ export class BoundedWaitClient extends pg.Client {
   }
 
   override query(...args: unknown[]): any {
-    if (this.noAnswerTimeoutMs === 0) return (super.query as (...a: unknown[]) => unknown)(...args);
-    const timer = setTimeout(() => this.giveUp(), this.noAnswerTimeoutMs).unref();
+    const bounded = this.noAnswerTimeoutMs !== 0;
+    const timer = bounded ? setTimeout(() => this.giveUp(), this.noAnswerTimeoutMs).unref() : undefined;
     const answered = () => clearTimeout(timer);
     const last = args.length - 1;
     const callback = args[last];
-    if (typeof callback === 'function') args[last] = (...results: unknown[]) => { answered(); callback(...results); };
+    // Every failure is marked as the store's (see isStoreUnavailable), by whichever way it is told.
+    if (typeof callback === 'function') args[last] = (error: unknown, ...results: unknown[]) => { markStoreError(error); answered(); callback(error, ...results); };
     let result: any;
     try {
       result = (super.query as (...a: unknown[]) => unknown)(...args);
     } catch (error) {
       answered();
+      markStoreError(error);
       throw error;
     }
-    if (typeof result?.then === 'function') (result as Promise<unknown>).then(answered, answered);
-    else if (typeof callback !== 'function') answered(); // a submittable (a cursor) reports on its own
+    if (typeof result?.then === 'function') {
+      return (result as Promise<unknown>).then((value) => { answered(); return value; }, (error: unknown) => { answered(); markStoreError(error); throw error; });
+    }
+    if (typeof callback !== 'function') answered(); // a submittable (a cursor) reports on its own
     return result;
   }
 
@@ -156,6 +161,16 @@ export async function notifyAtCommit(trx: Transaction<any>, channel: string, pay
 
 /** Kysely's PostgreSQL driver, committing with the notifications staged by notifyAtCommit. */
 class NotifyAtCommitDriver extends PostgresDriver {
+  // A connection the pool cannot give (refused, timed out) is the store's trouble too.
+  override async acquireConnection(): Promise<DatabaseConnection> {
+    try {
+      return await super.acquireConnection();
+    } catch (error) {
+      markStoreError(error);
+      throw error;
+    }
+  }
+
   // How many notifications were staged when each open savepoint began, by connection.
   private readonly stagedAtSavepoint = new WeakMap<DatabaseConnection, Map<string, number>>();
 

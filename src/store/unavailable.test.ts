@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { isStoreUnavailable } from './unavailable.ts';
+import { isStoreUnavailable, markStoreError } from './unavailable.ts';
+
+/** An error as the store's driver passes it on (marked), or as anything else meets it. */
+const fromStore = <E extends object>(error: E): E => {
+  markStoreError(error);
+  return error;
+};
 
 test('a database that cannot do the work just now is told from work that is wrong', () => {
   const away = [
@@ -10,9 +16,11 @@ test('a database that cannot do the work just now is told from work that is wron
     { code: '53100', message: 'could not extend file: No space left on device' },
     { code: '57P01', message: 'terminating connection due to administrator command' },
     { code: '08006', message: 'connection failure' },
-    Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
-    new Error('Connection terminated unexpectedly'),
-    new Error('timeout exceeded when trying to connect'),
+    { code: '57014', message: 'canceling statement due to statement timeout' },
+    fromStore(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })),
+    fromStore(new Error('Connection terminated unexpectedly')),
+    fromStore(new Error('timeout exceeded when trying to connect')),
+    fromStore(new Error('PostgreSQL did not answer within 35 s: the connection was dropped')),
   ];
   for (const error of away) assert.equal(isStoreUnavailable(error), true, JSON.stringify(error));
   const wrong = [
@@ -21,6 +29,10 @@ test('a database that cannot do the work just now is told from work that is wron
     { code: '23505', message: 'duplicate key value violates unique constraint' },
     { code: '42P01', message: 'relation "jobs" does not exist' },
     new Error('boom'),
+    // The same words from elsewhere (a tool's own connection, a client hanging up mid-body).
+    Object.assign(new Error('connect ECONNREFUSED 10.0.0.1:443'), { code: 'ECONNREFUSED' }),
+    Object.assign(new Error('aborted'), { code: 'ECONNRESET', statusCode: 400 }),
+    new Error('Connection terminated unexpectedly'),
     null,
     'a string',
   ];

@@ -1,4 +1,16 @@
 /**
+ * Errors that came from the store's own connections (see markStoreError): a network error or a
+ * dropped connection counts as the database's trouble only there, never when a tool or a client
+ * connection of ours meets one.
+ */
+const fromTheStore = new WeakSet<object>();
+
+/** Marks an error the store's driver passed on (PostgreSQL: a statement, or getting a connection). */
+export function markStoreError(error: unknown): void {
+  if (error && typeof error === 'object') fromTheStore.add(error);
+}
+
+/**
  * Whether an error says the database could not do the work just now, rather than that the work
  * itself is wrong: the same statement may well succeed in a moment. The engine retries writing a
  * finished turn's outcome on such an error (instead of recording a failure), and the API answers
@@ -9,13 +21,13 @@ export function isStoreUnavailable(error: unknown): boolean {
   const e = error as { errcode?: unknown; code?: unknown; message?: unknown };
   // node:sqlite: the primary result code is the low byte of the extended one.
   if (typeof e.errcode === 'number') return SQLITE_UNAVAILABLE.has(e.errcode % 256);
-  if (typeof e.code === 'string') {
-    if (NODE_NETWORK_CODES.has(e.code)) return true;
-    // PostgreSQL SQLSTATE: connection exceptions (class 08), insufficient resources (53: disk
-    // full, out of memory, too many connections), the server shutting down or starting (57P01–3).
-    if (/^(08|53)[0-9A-Z]{3}$/.test(e.code) || /^57P0[123]$/.test(e.code)) return true;
-  }
-  // node-postgres' own words for a connection that went away or never came.
+  // PostgreSQL SQLSTATE: connection exceptions (class 08), insufficient resources (53: disk
+  // full, out of memory, too many connections), a statement past its timeout (57014), the server
+  // shutting down or starting (57P01–3).
+  if (typeof e.code === 'string' && (/^(08|53)[0-9A-Z]{3}$/.test(e.code) || /^57(014|P0[123])$/.test(e.code))) return true;
+  if (!fromTheStore.has(error)) return false;
+  if (typeof e.code === 'string' && NODE_NETWORK_CODES.has(e.code)) return true;
+  // node-postgres' own words (and BoundedWaitClient's) for a connection that went away or never came.
   return typeof e.message === 'string' && PG_CONNECTION_MESSAGES.test(e.message);
 }
 
@@ -24,4 +36,4 @@ const SQLITE_UNAVAILABLE = new Set([5, 6, 7, 10, 13, 14]);
 
 const NODE_NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
 
-const PG_CONNECTION_MESSAGES = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Cannot use a pool after calling end|Query read timeout)/;
+const PG_CONNECTION_MESSAGES = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Cannot use a pool after calling end|Query read timeout|PostgreSQL did not answer within)/;
