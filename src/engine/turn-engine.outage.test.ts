@@ -3,7 +3,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { test } from 'node:test';
 import { pollTranscript, send } from '../testing/conversation.ts';
 import { API, freshDatabase, startTestApp, TEST_DB, TEST_PG_URL, type TestApp, withTestApp } from '../testing/harness.ts';
-import { startTcpProxy } from '../testing/tcp-proxy.ts';
+import { startFreezableProxy, throughPort } from '../testing/frozen-database.ts';
 import { signedUpWithAgent } from '../channels/web/web-client.test-helper.ts';
 
 /**
@@ -29,10 +29,9 @@ async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, wha
 }
 
 test('PostgreSQL away for two seconds: the waiting request is answered 202, other requests 503 with Retry-After, and the turn that ended meanwhile is written once when it is back', { skip: TEST_DB !== 'postgres', timeout: 60_000 }, async () => {
-  const proxy = await startTcpProxy(Number(new URL(TEST_PG_URL).port || 5432));
+  const proxy = await startFreezableProxy({ host: '127.0.0.1', port: Number(new URL(TEST_PG_URL).port || 5432) });
   const database = await freshDatabase();
-  const url = new URL(TEST_PG_URL);
-  url.port = String(proxy.port);
+  const url = throughPort(TEST_PG_URL, proxy.port);
   try {
     await withTestApp(async (t) => {
       const u = await t.userWithAgent();
@@ -59,7 +58,7 @@ test('PostgreSQL away for two seconds: the waiting request is answered 202, othe
         [['user', '!sleep 1500', undefined], ['agent', 'Slept 1500 ms.', undefined]]);
       const job = await jobOf(t, sessionId);
       assert.deepEqual([job.status, job.attempts], ['done', 1], 'written by its runner, not run again');
-    }, { databaseUrl: url.toString(), waitCeilingMs: 5000 }, { database });
+    }, { databaseUrl: url, waitCeilingMs: 5000 }, { database });
   } finally {
     await proxy.close();
     await database.drop();
@@ -67,10 +66,9 @@ test('PostgreSQL away for two seconds: the waiting request is answered 202, othe
 });
 
 test('PostgreSQL away while a turn is still at work (its own reads fail): the turn is not failed for it, it runs again once the database is back', { skip: TEST_DB !== 'postgres', timeout: 60_000 }, async () => {
-  const proxy = await startTcpProxy(Number(new URL(TEST_PG_URL).port || 5432));
+  const proxy = await startFreezableProxy({ host: '127.0.0.1', port: Number(new URL(TEST_PG_URL).port || 5432) });
   const database = await freshDatabase();
-  const url = new URL(TEST_PG_URL);
-  url.port = String(proxy.port);
+  const url = throughPort(TEST_PG_URL, proxy.port);
   try {
     await withTestApp(async (t) => {
       const u = await t.userWithAgent();
@@ -86,7 +84,7 @@ test('PostgreSQL away while a turn is still at work (its own reads fail): the tu
       assert.match(page.messages[1].text, /What now\?/);
       const job = await jobOf(t, sessionId);
       assert.equal(job.status, 'done');
-    }, { databaseUrl: url.toString(), waitCeilingMs: 5000, leaseMs: 1000 }, { database });
+    }, { databaseUrl: url, waitCeilingMs: 5000, leaseMs: 1000 }, { database });
   } finally {
     await proxy.close();
     await database.drop();

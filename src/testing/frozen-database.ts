@@ -2,8 +2,9 @@ import { connect, createServer, type AddressInfo, type Server, type Socket } fro
 
 /**
  * What a database that froze (its process stopped, its machine paused) looks like to its clients:
- * it accepts TCP connections, and never says a word. No server is stopped or signalled: these
- * are TCP servers of the test's own on 127.0.0.1.
+ * it accepts TCP connections, and never says a word; and one that went away (restarting,
+ * unreachable): every connection drops, new ones are refused. No server is stopped or
+ * signalled: these are TCP servers of the test's own on 127.0.0.1.
  */
 
 export interface TcpServer {
@@ -26,11 +27,16 @@ export interface FreezableProxy extends TcpServer {
   freeze(): void;
   /** Passes on what was held, in order, and everything after it: the server woke up. */
   thaw(): void;
+  /** Drops every connection and refuses new ones: the server went away. */
+  cut(): void;
+  /** Lets connections through again: the server is back. */
+  restore(): void;
 }
 
-/** A TCP proxy to `target` (host:port) that can be frozen and thawed. */
+/** A TCP proxy to `target` (host:port) that can be frozen and thawed, cut and restored. */
 export async function startFreezableProxy(target: { host: string; port: number }): Promise<FreezableProxy> {
   let frozen = false;
+  let away = false;
   const held: Array<{ to: Socket; chunk: Buffer }> = [];
   const sockets = new Set<Socket>();
   const forward = (from: Socket, to: Socket) => {
@@ -42,6 +48,10 @@ export async function startFreezableProxy(target: { host: string; port: number }
     from.on('error', () => to.destroy());
   };
   const server = createServer((client) => {
+    if (away) {
+      client.destroy();
+      return;
+    }
     const upstream = connect(target.port, target.host);
     for (const socket of [client, upstream]) {
       sockets.add(socket);
@@ -58,6 +68,11 @@ export async function startFreezableProxy(target: { host: string; port: number }
       frozen = false;
       for (const { to, chunk } of held.splice(0)) if (!to.destroyed) to.write(chunk);
     },
+    cut() {
+      away = true;
+      for (const socket of sockets) socket.destroy();
+    },
+    restore() { away = false; },
   };
 }
 
