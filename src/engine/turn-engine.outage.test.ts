@@ -3,7 +3,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { test } from 'node:test';
 import { pollTranscript, send } from '../testing/conversation.ts';
 import { API, freshDatabase, startTestApp, TEST_DB, TEST_PG_URL, type TestApp, withTestApp } from '../testing/harness.ts';
-import { startFreezableProxy, throughPort } from '../testing/frozen-database.ts';
+import { type FreezableProxy, startFreezableProxy, throughPort } from '../testing/frozen-database.ts';
 import { signedUpWithAgent } from '../channels/web/web-client.test-helper.ts';
 
 /**
@@ -28,67 +28,63 @@ async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, wha
   }
 }
 
-test('PostgreSQL away for two seconds: the waiting request is answered 202, other requests 503 with Retry-After, and the turn that ended meanwhile is written once when it is back', { skip: TEST_DB !== 'postgres', timeout: 60_000 }, async () => {
+/** A test app on a fresh PostgreSQL schema reached through a proxy of the test's, to take the database away. */
+async function behindAProxy(use: (t: TestApp, proxy: FreezableProxy) => Promise<void>, config: Partial<TestApp['config']>): Promise<void> {
   const proxy = await startFreezableProxy({ host: '127.0.0.1', port: Number(new URL(TEST_PG_URL).port || 5432) });
   const database = await freshDatabase();
-  const url = throughPort(TEST_PG_URL, proxy.port);
   try {
-    await withTestApp(async (t) => {
-      const u = await t.userWithAgent();
-      const { web } = await signedUpWithAgent(t);
-      // The turn sleeps 1.5 s; its request waits 1 s; the database goes at 0.4 s, back at 2.5 s.
-      const sending = send(t, u, { text: '!sleep 1500' }, { Prefer: 'wait=1' });
-      await pause(400);
-      proxy.cut();
-      const during = await t.inject({ method: 'GET', url: `${API}/agents`, headers: u.auth });
-      const page = await web.get('/agents');
-      const answer = await sending;
-      await pause(2100); // the database is back 2.5 s in
-      proxy.restore();
-
-      assert.equal(during.statusCode, 503, during.body);
-      assert.equal(during.json().code, 'service_unavailable');
-      assert.equal(during.headers['retry-after'], '1');
-      assert.equal(page.statusCode, 503, 'a web page says so too');
-      assert.match(page.body, /cannot reach its database/);
-      assert.equal(answer.statusCode, 202, answer.body);
-      const sessionId = answer.json().session_id;
-      const transcript = await pollTranscript(t, u, sessionId, (b) => b.messages.length >= 2, 15_000);
-      assert.deepEqual(transcript.messages.map((m: { role: string; text: string; error?: string }) => [m.role, m.text, m.error]),
-        [['user', '!sleep 1500', undefined], ['agent', 'Slept 1500 ms.', undefined]]);
-      const job = await jobOf(t, sessionId);
-      assert.deepEqual([job.status, job.attempts], ['done', 1], 'written by its runner, not run again');
-    }, { databaseUrl: url, waitCeilingMs: 5000 }, { database });
+    await withTestApp((t) => use(t, proxy), { ...config, databaseUrl: throughPort(TEST_PG_URL, proxy.port) }, { database });
   } finally {
     await proxy.close();
     await database.drop();
   }
+}
+
+test('PostgreSQL away for two seconds: the waiting request is answered 202, other requests 503 with Retry-After, and the turn that ended meanwhile is written once when it is back', { skip: TEST_DB !== 'postgres', timeout: 60_000 }, async () => {
+  await behindAProxy(async (t, proxy) => {
+    const u = await t.userWithAgent();
+    const { web } = await signedUpWithAgent(t);
+    // The turn sleeps 1.5 s; its request waits 1 s; the database goes at 0.4 s, back at 2.5 s.
+    const sending = send(t, u, { text: '!sleep 1500' }, { Prefer: 'wait=1' });
+    await pause(400);
+    proxy.cut();
+    const during = await t.inject({ method: 'GET', url: `${API}/agents`, headers: u.auth });
+    const page = await web.get('/agents');
+    const answer = await sending;
+    await pause(2100); // the database is back 2.5 s in
+    proxy.restore();
+
+    assert.equal(during.statusCode, 503, during.body);
+    assert.equal(during.json().code, 'service_unavailable');
+    assert.equal(during.headers['retry-after'], '1');
+    assert.equal(page.statusCode, 503, 'a web page says so too');
+    assert.match(page.body, /cannot reach its database/);
+    assert.equal(answer.statusCode, 202, answer.body);
+    const sessionId = answer.json().session_id;
+    const transcript = await pollTranscript(t, u, sessionId, (b) => b.messages.length >= 2, 15_000);
+    assert.deepEqual(transcript.messages.map((m: { role: string; text: string; error?: string }) => [m.role, m.text, m.error]),
+      [['user', '!sleep 1500', undefined], ['agent', 'Slept 1500 ms.', undefined]]);
+    const job = await jobOf(t, sessionId);
+    assert.deepEqual([job.status, job.attempts], ['done', 1], 'written by its runner, not run again');
+  }, { waitCeilingMs: 5000 });
 });
 
 test('PostgreSQL away while a turn is still at work (its own reads fail): the turn is not failed for it, it runs again once the database is back', { skip: TEST_DB !== 'postgres', timeout: 60_000 }, async () => {
-  const proxy = await startFreezableProxy({ host: '127.0.0.1', port: Number(new URL(TEST_PG_URL).port || 5432) });
-  const database = await freshDatabase();
-  const url = throughPort(TEST_PG_URL, proxy.port);
-  try {
-    await withTestApp(async (t) => {
-      const u = await t.userWithAgent();
-      // After its sleep the built-in agent looks the person up (a read): the database is gone by then.
-      const res = await send(t, u, { text: `!sleep 800 !ask-user ${u.email} text What now?` }, { Prefer: 'wait=0' });
-      const sessionId = res.json().session_id;
-      await pause(300);
-      proxy.cut();
-      await pause(2500);
-      proxy.restore();
-      const page = await pollTranscript(t, u, sessionId, (b) => b.messages.length >= 2, 20_000);
-      assert.equal(page.messages[1].error, undefined, JSON.stringify(page.messages[1]));
-      assert.match(page.messages[1].text, /What now\?/);
-      const job = await jobOf(t, sessionId);
-      assert.equal(job.status, 'done');
-    }, { databaseUrl: url, waitCeilingMs: 5000, leaseMs: 1000 }, { database });
-  } finally {
-    await proxy.close();
-    await database.drop();
-  }
+  await behindAProxy(async (t, proxy) => {
+    const u = await t.userWithAgent();
+    // After its sleep the built-in agent looks the person up (a read): the database is gone by then.
+    const res = await send(t, u, { text: `!sleep 800 !ask-user ${u.email} text What now?` }, { Prefer: 'wait=0' });
+    const sessionId = res.json().session_id;
+    await pause(300);
+    proxy.cut();
+    await pause(2500);
+    proxy.restore();
+    const page = await pollTranscript(t, u, sessionId, (b) => b.messages.length >= 2, 20_000);
+    assert.equal(page.messages[1].error, undefined, JSON.stringify(page.messages[1]));
+    assert.match(page.messages[1].text, /What now\?/);
+    const job = await jobOf(t, sessionId);
+    assert.equal(job.status, 'done');
+  }, { waitCeilingMs: 5000, leaseMs: 1000 });
 });
 
 test('SQLite locked by another process past the busy timeout as a turn ends: its outcome is written once the lock is gone, not recorded as a failure', { skip: TEST_DB !== 'sqlite', timeout: 60_000 }, async () => {
