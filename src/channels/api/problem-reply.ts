@@ -18,8 +18,9 @@ export function problemBody(problem: Problem, requestId: string) {
 
 export function sendProblem(request: FastifyRequest, reply: FastifyReply, problem: Problem): FastifyReply {
   if (problem.code === 'unauthorized') reply.header('WWW-Authenticate', 'Bearer');
-  // The first request with this key is being accepted right now: a retry a second later finds its outcome.
-  if (problem.code === 'idempotency_key_in_use') reply.header('Retry-After', '1');
+  // Both pass within a moment: the first request with this key is being accepted right now; the
+  // database or the rate limit store is away, or this instance is shutting down (another answers).
+  if (problem.code === 'idempotency_key_in_use' || problem.code === 'service_unavailable') reply.header('Retry-After', '1');
   return reply.code(problem.status).type(PROBLEM_CONTENT_TYPE).send(problemBody(problem, request.id));
 }
 

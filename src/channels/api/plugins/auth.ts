@@ -28,7 +28,6 @@ export function installKeyAuth(app: FastifyInstance, deps: { keys: KeysService; 
     } catch (error) {
       // No count, no request (never more than L a minute); not the client's fault, and brief.
       request.log.warn({ err: error }, 'rate limit store unavailable');
-      reply.header('Retry-After', '1');
       return sendProblem(request, reply, new Problem('service_unavailable', 'The key\'s rate limit cannot be checked just now; retry in a moment.'));
     }
     reply.header('RateLimit-Policy', `"key";q=${verdict.limit};w=60`);

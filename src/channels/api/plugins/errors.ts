@@ -13,10 +13,9 @@ export function installErrorHandling(app: FastifyInstance): void {
     const mapped = request.is404 ? noRoute(request) : toProblem(error);
     if (mapped.status >= 500 && mapped.code === 'internal_error') {
       request.log.error({ err: error }, 'unhandled error');
-    } else if (mapped.code === 'service_unavailable') {
+    } else if (isStoreUnavailable(error)) {
       // Brief, and said once per request already by the access log: no stack for each of them.
-      if (isStoreUnavailable(error)) request.log.warn({ cause: (error as { code?: unknown }).code, reason: error.message }, 'database unavailable');
-      reply.header('Retry-After', '1');
+      request.log.warn({ cause: (error as { code?: unknown }).code, reason: error.message }, 'database unavailable');
     }
     return sendProblem(request, reply, mapped);
   });
