@@ -34,7 +34,7 @@ for (const [what, type] of [
     assert.match(sent.reply, new RegExp(`can't ask a question of type "${type.replace(/[|]/g, '\\|')}"`));
     assert.match(sent.reply, /text, number, date, email, yesno or choice:a\|b\|c/);
     assert.doesNotMatch(sent.reply, /req_/);
-    assert.deepEqual((await listQuestions(t, u)).json(), { questions: [] });
+    assert.deepEqual((await listQuestions(t, u)).json(), { questions: [], has_more: false });
     const rows = await t.runtime.store.db.selectFrom('questions').select('id').where('owner_user_id', '=', u.id).execute();
     assert.equal(rows.length, 0);
   });
@@ -48,14 +48,14 @@ test('a directive with only whitespace where its summary or question goes is pla
   }
   const drafted = await t.runtime.store.db.selectFrom('actions').select('id').where('owner_user_id', '=', u.id).execute();
   assert.equal(drafted.length, 0);
-  assert.deepEqual((await listQuestions(t, u)).json(), { questions: [] });
+  assert.deepEqual((await listQuestions(t, u)).json(), { questions: [], has_more: false });
 });
 
 test('!ask-user with an unknown type asks nobody', async () => {
   const u = await t.userWithAgent();
   const sent = await send(t, u, `!ask-user ${u.email} choice:a||b ${unique('Which?')}`);
   assert.match(sent.reply, /can't ask a question of type/);
-  assert.deepEqual((await listQuestions(t, u)).json(), { questions: [] });
+  assert.deepEqual((await listQuestions(t, u)).json(), { questions: [], has_more: false });
 });
 
 test(`!sleep works at most ${MAX_SLEEP_MS} ms: a longer sleep is cut to the cap (on a mock clock)`, async (ctx) => {

@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto';
 import { newId, looksLikeId } from '../domain/ids.ts';
+import { pageLimit } from '../domain/paging.ts';
 import { checkMessageText, Problem } from '../domain/problems.ts';
 import { isValidTs } from '../domain/turn-clock.ts';
 import { getJob, ownSessionWithStatus, sessionStatuses, type SessionStatus } from '../engine/queue-sql.ts';
@@ -98,13 +99,6 @@ class DuplicateMessage extends Error {
     super('duplicate message');
     this.originalJobId = originalJobId;
   }
-}
-
-/** A page size as every paged read takes it: 1 to 200, 50 when not given. */
-function pageLimit(limit: number | undefined): number {
-  if (limit === undefined) return 50;
-  if (!Number.isInteger(limit) || limit < 1 || limit > 200) throw Problem.validation([{ path: 'limit', message: 'must be an integer from 1 to 200' }]);
-  return limit;
 }
 
 const sha256 = (value: string): string => hash('sha256', value, 'hex');

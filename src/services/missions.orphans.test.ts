@@ -40,9 +40,9 @@ test('an owner who leaves the agent\'s workspace: their missions there close, va
 
   await t.runtime.store.db.deleteFrom('memberships').where('workspace_id', '=', member.workspaceId).where('user_id', '=', member.id).execute();
 
-  assert.deepEqual((await listActions(t, member)).json(), { actions: [] });
-  assert.deepEqual((await listQuestions(t, member)).json(), { questions: [] });
-  assert.deepEqual((await listQuestions(t, workspaceOwner)).json(), { questions: [] });
+  assert.deepEqual((await listActions(t, member)).json(), { actions: [], has_more: false });
+  assert.deepEqual((await listQuestions(t, member)).json(), { questions: [], has_more: false });
+  assert.deepEqual((await listQuestions(t, workspaceOwner)).json(), { questions: [], has_more: false });
   assert.deepEqual(await statusOf({ operationId: action.operationId }), { item: 'closed', mission: 'closed' });
   assert.deepEqual(await statusOf({ requestId: question.requestId }), { item: 'closed', mission: 'closed' });
   assert.deepEqual(await statusOf({ requestId: askedOfOwner.requestId }), { item: 'closed', mission: 'closed' });
@@ -70,7 +70,7 @@ test('a mission whose session is gone is closed', async () => {
   await t.runtime.store.db.deleteFrom('sessions').where('id', '=', action.sessionId).execute();
 
   assert.deepEqual((await listActions(t, owner)).json().actions.map((a: { operation_id: string }) => a.operation_id), [kept.operationId]);
-  assert.deepEqual((await listQuestions(t, owner)).json(), { questions: [] });
+  assert.deepEqual((await listQuestions(t, owner)).json(), { questions: [], has_more: false });
   assert.deepEqual(await statusOf({ operationId: action.operationId }), { item: 'closed', mission: 'closed' });
   assert.deepEqual(await statusOf({ requestId: question.requestId }), { item: 'closed', mission: 'closed' });
   assert.deepEqual(await statusOf({ operationId: kept.operationId }), { item: 'pending', mission: 'waiting' });

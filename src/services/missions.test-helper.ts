@@ -53,8 +53,8 @@ export async function askQuestion(t: TestApp, user: Auth, type: string, question
 export const listActions = (t: TestApp, user: Auth, query = '') =>
   t.inject({ method: 'GET', url: `${API}/actions${query}`, headers: user.auth });
 
-export const listQuestions = (t: TestApp, user: Auth) =>
-  t.inject({ method: 'GET', url: `${API}/questions`, headers: user.auth });
+export const listQuestions = (t: TestApp, user: Auth, query = '') =>
+  t.inject({ method: 'GET', url: `${API}/questions${query}`, headers: user.auth });
 
 export const postDecisions = (t: TestApp, user: Auth, body: unknown): Promise<LightMyRequestResponse> =>
   t.inject({ method: 'POST', url: `${API}/actions/decisions`, headers: { ...user.auth, 'content-type': 'application/json' }, payload: JSON.stringify(body) });

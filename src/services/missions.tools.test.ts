@@ -46,7 +46,7 @@ test('an action whose tool needs no permission runs at once: nobody is asked, "D
   assert.deepEqual(agentTexts(messages), [drafted.reply, `Done: ${summary}`]);
   assert.deepEqual(runs.filter((r) => r.key === drafted.operationId), [{ kind: 'lookup', key: drafted.operationId }]);
   assert.deepEqual(await actionState(t, drafted.operationId), { action: 'done', mission: 'done' });
-  assert.deepEqual((await listActions(t, owner)).json(), { actions: [] });
+  assert.deepEqual((await listActions(t, owner)).json(), { actions: [], has_more: false });
   // It was never a person's decision: none is recorded, and it cannot be decided now.
   const row = await t.runtime.store.db.selectFrom('actions').select(['decision', 'reason']).where('id', '=', drafted.operationId).executeTakeFirstOrThrow();
   assert.deepEqual({ ...row }, { decision: null, reason: null });
@@ -60,7 +60,7 @@ test('an action of a kind that no tool can run is refused when drafted: the agen
   const sent = await send(t, owner, `!action teleport ${unique('Beam me up')}`);
   assert.match(sent.reply, /no tool can run "teleport" actions/i);
   assert.doesNotMatch(sent.reply, /op_/);
-  assert.deepEqual((await listActions(t, owner)).json(), { actions: [] });
+  assert.deepEqual((await listActions(t, owner)).json(), { actions: [], has_more: false });
   const rows = await t.runtime.store.db.selectFrom('actions').select('id').where('owner_user_id', '=', owner.id).execute();
   assert.equal(rows.length, 0);
   const missions = await t.runtime.store.db.selectFrom('missions').select('id').where('owner_user_id', '=', owner.id).execute();

@@ -1,7 +1,8 @@
-import type { Kysely, Transaction } from 'kysely';
+import { type ExpressionBuilder, type Kysely, sql, type Transaction } from 'kysely';
 import { z } from 'zod';
 import type { Brain } from '../brains/brain.ts';
 import { looksLikeId } from '../domain/ids.ts';
+import { pageLimit } from '../domain/paging.ts';
 import { isLongerThan, isUnstorableText, Problem, TEXT_MAX_LENGTH, UNSTORABLE_TEXT_RULE } from '../domain/problems.ts';
 import { enqueueJob, openContinuationPayloads } from '../engine/queue-sql.ts';
 import type { Stage, TurnEngine } from '../engine/turn-engine.ts';
@@ -52,6 +53,13 @@ export interface QuestionView {
   created_at: string;
 }
 
+/** Which page of a list, and of which session's items. */
+export interface ListOptions {
+  sessionId?: string | undefined;
+  limit?: number | undefined;
+  after?: string | undefined;
+}
+
 export type EntryError<C extends string> = { code: C; message: string };
 
 export type DecisionResult =
@@ -92,34 +100,72 @@ export class MissionsService {
     return this.deps.store.db;
   }
 
-  /** §5: actions awaiting permission on missions the caller owns, oldest first. */
-  async listActions(userId: string, filter: { sessionId?: string | undefined } = {}): Promise<{ actions: ActionView[] }> {
+  /**
+   * §5: actions awaiting permission on missions the caller owns, oldest first, a page at a time:
+   * `after` is the operation_id of the last action of the page before (settled since or not).
+   */
+  async listActions(userId: string, options: ListOptions = {}): Promise<{ actions: ActionView[]; has_more: boolean }> {
+    const limit = pageLimit(options.limit);
+    const position = options.after === undefined ? undefined : await this.positionOf('actions', userId, options.after);
     // A session id that cannot be one has no actions (and never reaches the database).
-    if (filter.sessionId !== undefined && !looksLikeId('session', filter.sessionId)) return { actions: [] };
+    if (options.sessionId !== undefined && !looksLikeId('session', options.sessionId)) return { actions: [], has_more: false };
     await this.closeOrphanedMissions({ involving: userId });
-    const rows = await this.db.selectFrom('actions')
-      .innerJoin('missions', 'missions.id', 'actions.mission_id')
+    const rows = await this.pendingActionsOf(userId, options.sessionId)
       .selectAll('actions')
+      .$if(position !== undefined, (q) => q.where(laterThan('actions', position!)))
+      .orderBy('actions.created_at').orderBy('actions.id')
+      .limit(limit + 1)
+      .execute();
+    return { actions: rows.slice(0, limit).map(toActionView), has_more: rows.length > limit };
+  }
+
+  /**
+   * §6: open questions put to the caller, plus open questions on missions the caller owns (of one
+   * session, if given), oldest first, a page at a time (`after`: as for listActions).
+   */
+  async listQuestions(userId: string, options: ListOptions = {}): Promise<{ questions: QuestionView[]; has_more: boolean }> {
+    const limit = pageLimit(options.limit);
+    const position = options.after === undefined ? undefined : await this.positionOf('questions', userId, options.after);
+    if (options.sessionId !== undefined && !looksLikeId('session', options.sessionId)) return { questions: [], has_more: false };
+    await this.closeOrphanedMissions({ involving: userId });
+    const rows = await this.openQuestionsFor(userId, options.sessionId)
+      .selectAll('questions')
+      .$if(position !== undefined, (q) => q.where(laterThan('questions', position!)))
+      .orderBy('questions.created_at').orderBy('questions.id')
+      .limit(limit + 1)
+      .execute();
+    return { questions: rows.slice(0, limit).map(toQuestionView), has_more: rows.length > limit };
+  }
+
+  /** How many actions and questions wait for the caller (in one session, if given): what the lists would list, counted. */
+  async countWaiting(userId: string, options: { sessionId?: string | undefined } = {}): Promise<{ actions: number; questions: number }> {
+    if (options.sessionId !== undefined && !looksLikeId('session', options.sessionId)) return { actions: 0, questions: 0 };
+    await this.closeOrphanedMissions({ involving: userId });
+    const [actions, questions] = await Promise.all([
+      this.pendingActionsOf(userId, options.sessionId).select((eb) => eb.fn.countAll<number | string>().as('n')).executeTakeFirstOrThrow(),
+      this.openQuestionsFor(userId, options.sessionId).select((eb) => eb.fn.countAll<number | string>().as('n')).executeTakeFirstOrThrow(),
+    ]);
+    return { actions: Number(actions.n), questions: Number(questions.n) }; // PostgreSQL counts as bigint, a string
+  }
+
+  /** The actions waiting for the caller's permission: pending, on a live mission the caller owns. */
+  private pendingActionsOf(userId: string, sessionId: string | undefined) {
+    return this.db.selectFrom('actions')
+      .innerJoin('missions', 'missions.id', 'actions.mission_id')
       .where('actions.owner_user_id', '=', userId)
       .where('actions.status', '=', 'pending')
       .where('missions.status', 'in', LIVE_MISSION)
-      .$if(filter.sessionId !== undefined, (q) => q.where('actions.session_id', '=', filter.sessionId!))
-      .orderBy('actions.created_at').orderBy('actions.id')
-      .execute();
-    return { actions: rows.map(toActionView) };
+      .$if(sessionId !== undefined, (q) => q.where('actions.session_id', '=', sessionId!));
   }
 
-  /** §6: open questions put to the caller, plus open questions on missions the caller owns (of one session, if given). */
-  async listQuestions(userId: string, filter: { sessionId?: string | undefined } = {}): Promise<{ questions: QuestionView[] }> {
-    if (filter.sessionId !== undefined && !looksLikeId('session', filter.sessionId)) return { questions: [] };
-    await this.closeOrphanedMissions({ involving: userId });
-    const rows = await this.db.selectFrom('questions')
+  /** The questions open to the caller: put to them (while still in the agent's workspace), or on a live mission they own. */
+  private openQuestionsFor(userId: string, sessionId: string | undefined) {
+    return this.db.selectFrom('questions')
       .innerJoin('missions', 'missions.id', 'questions.mission_id')
       .innerJoin('agents', 'agents.id', 'questions.agent_id')
       // The person asked sees it only while still a member of the agent's workspace.
       .leftJoin('memberships as asked', (join) => join
         .onRef('asked.workspace_id', '=', 'agents.workspace_id').onRef('asked.user_id', '=', 'questions.asked_of'))
-      .selectAll('questions')
       .where('missions.status', 'in', LIVE_MISSION)
       // Put in this shape so that the questions are found through the caller's own two indexes
       // (owner, asked), not by reading every open question of every account (6 ms at 10,000).
@@ -130,10 +176,27 @@ export class MissionsService {
         ]),
         eb.or([eb('questions.owner_user_id', '=', userId), eb('asked.user_id', 'is not', null)]),
       ]))
-      .$if(filter.sessionId !== undefined, (q) => q.where('questions.session_id', '=', filter.sessionId!))
-      .orderBy('questions.created_at').orderBy('questions.id')
-      .execute();
-    return { questions: rows.map(toQuestionView) };
+      .$if(sessionId !== undefined, (q) => q.where('questions.session_id', '=', sessionId!));
+  }
+
+  /**
+   * Where a page cursor (`after`) stands in a list: the action or question it names, if it is one
+   * the caller could have been listed (its owner, or for a question also the person asked).
+   * Anything else, missing or another account's alike, is the same 422.
+   */
+  private async positionOf(table: 'actions' | 'questions', userId: string, id: string): Promise<{ created_at: string; id: string }> {
+    const row = looksLikeId(table === 'actions' ? 'action' : 'question', id)
+      ? await this.db.selectFrom(table).select(['created_at', 'id']).where('id', '=', id)
+        .where((eb) => (table === 'actions'
+          ? eb('owner_user_id', '=', userId)
+          : eb.or([eb('owner_user_id', '=', userId), eb('asked_of', '=', userId)])))
+        .executeTakeFirst()
+      : undefined;
+    if (!row) {
+      const name = table === 'actions' ? 'operation_id of an action' : 'request_id of a question';
+      throw Problem.validation([{ path: 'after', message: `must be the ${name} listed to you on an earlier page` }]);
+    }
+    return { created_at: row.created_at, id: row.id };
   }
 
   /**
@@ -469,6 +532,17 @@ function stringField(entry: unknown, field: string): string | null {
   if (entry === null || typeof entry !== 'object' || Array.isArray(entry)) return null;
   const value = (entry as Record<string, unknown>)[field];
   return typeof value === 'string' ? value : null;
+}
+
+/** Rows after `position` in a list ordered by (created_at, id): the keyset condition of its next page. */
+function laterThan<T extends 'actions' | 'questions'>(table: T, position: { created_at: string; id: string }) {
+  return (eb: ExpressionBuilder<DB, T>) => {
+    const createdAt = sql.ref<string>(`${table}.created_at`);
+    return eb.or([
+      eb(createdAt, '>', position.created_at),
+      eb.and([eb(createdAt, '=', position.created_at), eb(sql.ref<string>(`${table}.id`), '>', position.id)]),
+    ]);
+  };
 }
 
 function toActionView(a: Action): ActionView {

@@ -46,6 +46,9 @@ test('the statements of background work (requeues, housekeeping, the missions sw
   const asked = await askQuestion(t, owner, 'text', unique('Plan check?'));
   assert.equal((await listActions(t, owner)).statusCode, 200);
   assert.equal((await listQuestions(t, owner)).statusCode, 200);
+  // A later page: the cursor's own row, then the rows after it.
+  assert.equal((await listActions(t, owner, `?after=${drafted.operationId}&limit=10`)).statusCode, 200);
+  assert.equal((await listQuestions(t, owner, `?after=${asked.requestId}&limit=10`)).statusCode, 200);
   assert.equal((await decideOne(t, owner, { operation_id: drafted.operationId, decision: 'approve' })).outcome, 'approved');
   assert.equal((await answerOne(t, owner, asked.requestId, 'an answer')).accepted, true);
   await queueDrained(t);

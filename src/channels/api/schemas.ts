@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { IdKind } from '../../domain/ids.ts';
+import { PAGE_LIMIT } from '../../domain/paging.ts';
 
 /**
  * The ids the OpenAPI document shows as examples, one per kind, in the contract's format (see
@@ -58,6 +59,19 @@ export const UNWANTED_BODY_PROBLEMS = {
   413: problemResponse('A body was sent (none is needed) and it is larger than 1 MiB.'),
   415: problemResponse('A body was sent (none is needed) and it is not application/json, or it is compressed.'),
 } as const;
+
+/**
+ * A paged list's `limit`, as a query string carries it: digits only (no "1e2" or " 5"), its range
+ * judged by the service (pageLimit); documented as the integer it means.
+ */
+export const pageLimitParam = (items: string) => z.string().regex(/^\d{1,4}$/, `must be an integer from ${PAGE_LIMIT.min} to ${PAGE_LIMIT.max}`).optional()
+  .meta({
+    description: `${items} per page, ${PAGE_LIMIT.min}–${PAGE_LIMIT.max} (default ${PAGE_LIMIT.default}).`,
+    example: PAGE_LIMIT.default, default: PAGE_LIMIT.default, type: 'integer', minimum: PAGE_LIMIT.min, maximum: PAGE_LIMIT.max, pattern: undefined,
+  } as Record<string, unknown>);
+
+/** A `limit` query parameter as the service takes it (undefined when not given). */
+export const pageLimitOf = (limit: string | undefined): number | undefined => (limit === undefined ? undefined : Number(limit));
 
 export const AgentSchema = z.object({
   agent_id: z.string().meta({ example: EXAMPLE_IDS.agent }),

@@ -293,7 +293,8 @@ test('a long path id reaches auth and then the object check, like any unknown id
 });
 
 test('a NUL character in a query string is a 422 naming the field, never a 500 (PostgreSQL refuses NUL)', async () => {
-  for (const url of [`${API}/actions?session_id=%00`, `${API}/actions?session_id=ses_%00`,
+  for (const url of [`${API}/actions?session_id=%00`, `${API}/actions?session_id=ses_%00`, `${API}/questions?session_id=a%00b`,
+    `${API}/actions?after=op_%00`, `${API}/questions?after=%00`,
     `${API}/sessions/ses_abc/messages?after=%00`, `${API}/sessions/ses_abc/messages?limit=1&after=a%00b`]) {
     const body = assertProblem(await t.inject({ method: 'GET', url, headers: u.auth }), 422, 'validation_failed');
     assert.match(JSON.stringify(body.errors), /"path":"(session_id|after)"/, url);
@@ -302,7 +303,7 @@ test('a NUL character in a query string is a 422 naming the field, never a 500 (
   const inPath = await t.inject({ method: 'GET', url: `${API}/sessions/ses_%00/messages`, headers: u.auth });
   assert.match(JSON.stringify(assertProblem(inPath, 422, 'validation_failed').errors), /"path":"session_id"/);
   // A parameter no route reads is ignored, NUL or not, like any other unknown one.
-  for (const url of [`${API}/questions?session_id=a%00b`, `${API}/agents?x=%00`, `${API}/actions?x=%00`]) {
+  for (const url of [`${API}/questions?x=a%00b`, `${API}/agents?x=%00`, `${API}/actions?x=%00`]) {
     assert.equal((await t.inject({ method: 'GET', url, headers: u.auth })).statusCode, 200, url);
   }
   const unread = await t.inject({ method: 'GET', url: `${API}/sessions/ses_abc/messages?x=a%00b`, headers: u.auth });

@@ -136,9 +136,37 @@ test('a session_id filter too long to be an id matches nothing, like any unknown
   for (const sessionId of [`ses_${'a'.repeat(100)}`, `ses_${'a'.repeat(8000)}`, 'bogus']) {
     const res = await listActions(t, owner, `?session_id=${sessionId}`);
     assert.equal(res.statusCode, 200, res.body);
-    assert.deepEqual(res.json(), { actions: [] });
+    assert.deepEqual(res.json(), { actions: [], has_more: false });
   }
   assert.equal((await listActions(t, owner)).json().actions.length, 1);
+});
+
+test('a limit that is not an integer from 1 to 200 is a 422 on limit; a list changes nothing', async () => {
+  const owner = await t.userWithAgent();
+  await draftAction(t, owner, 'email', unique('listed around bad limits'));
+  for (const limit of ['0', '201', '-1', '1e2', 'abc', '1.5', '', '%205', '99999']) {
+    const res = await listActions(t, owner, `?limit=${limit}`);
+    assert.equal(res.statusCode, 422, `limit=${limit}: ${res.body}`);
+    assert.equal(res.json().code, 'validation_failed');
+    assert.deepEqual(res.json().errors.map((e: { path: string }) => e.path), ['limit'], limit);
+  }
+  assert.equal((await listActions(t, owner)).json().actions.length, 1);
+});
+
+test('after= that names no action of the caller\'s is a 422 on after, the same whether it is missing, malformed or someone else\'s', async () => {
+  const owner = await t.userWithAgent();
+  const stranger = await t.userWithAgent();
+  const theirs = await draftAction(t, stranger, 'email', unique('the stranger\'s'));
+  await draftAction(t, owner, 'email', unique('the owner\'s'));
+  const bodies = [];
+  for (const after of [theirs.operationId, 'op_0VboFtAFBFGWZQD0TrNfT45Uwgwj7W', 'bogus', `op_${'a'.repeat(100)}`, '']) {
+    const res = await listActions(t, owner, `?after=${after}`);
+    assert.equal(res.statusCode, 422, `after=${after}: ${res.body}`);
+    const { request_id: _, ...body } = res.json();
+    bodies.push(body);
+  }
+  assert.deepEqual(bodies[0].errors, [{ path: 'after', message: 'must be the operation_id of an action listed to you on an earlier page' }]);
+  for (const body of bodies.slice(1)) assert.deepEqual(body, bodies[0]);
 });
 
 test('a NUL character (U+0000) in one decision fails that entry alone as invalid_decision; the others are settled', async () => {

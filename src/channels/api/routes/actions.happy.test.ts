@@ -54,7 +54,48 @@ test('actions are listed oldest first, and ?session_id= narrows the list to one 
   const filtered = (await listActions(t, owner, `?session_id=${first.sessionId}`)).json().actions.map((a: { operation_id: string }) => a.operation_id);
   assert.deepEqual(filtered, [first.operationId, third.operationId]);
   const none = await listActions(t, owner, '?session_id=ses_doesnotexist000000000');
-  assert.deepEqual(none.json(), { actions: [] });
+  assert.deepEqual(none.json(), { actions: [], has_more: false });
+});
+
+test('actions come a page at a time: limit, has_more, and after= the last operation_id, also once that action is settled', async () => {
+  const owner = await t.userWithAgent();
+  const drafted = [];
+  for (const n of [1, 2, 3, 4, 5]) drafted.push((await draftAction(t, owner, 'email', unique(`paged ${n}`))).operationId);
+  const ids = (res: { json(): { actions: Array<{ operation_id: string }> } }) => res.json().actions.map((a) => a.operation_id);
+
+  const first = await listActions(t, owner, '?limit=2');
+  assert.equal(first.statusCode, 200);
+  assert.deepEqual(ids(first), drafted.slice(0, 2));
+  assert.equal(first.json().has_more, true);
+  // The client settles what it was shown, then asks for what follows the last one.
+  assert.equal((await decideOne(t, owner, { operation_id: drafted[1]!, decision: 'reject' })).ok, true);
+  const second = await listActions(t, owner, `?limit=2&after=${drafted[1]}`);
+  assert.deepEqual(ids(second), drafted.slice(2, 4));
+  assert.equal(second.json().has_more, true);
+  const last = await listActions(t, owner, `?limit=2&after=${drafted[3]}`);
+  assert.deepEqual(ids(last), [drafted[4]]);
+  assert.equal(last.json().has_more, false);
+  // A page that ends exactly at the end says so.
+  assert.equal((await listActions(t, owner, `?limit=1&after=${drafted[3]}`)).json().has_more, false);
+  // Without a limit: 50 at most, all of these; the rejected one is no longer listed.
+  const all = await listActions(t, owner);
+  assert.deepEqual(ids(all), [drafted[0], ...drafted.slice(2)]);
+  assert.equal(all.json().has_more, false);
+});
+
+test('a page holds at most 50 actions unless limit says otherwise (up to 200)', async () => {
+  const owner = await t.userWithAgent();
+  const { sessionId } = await draftAction(t, owner, 'email', unique('the first of 51'));
+  for (let n = 2; n <= 51; n++) await draftAction(t, owner, 'email', unique(`number ${n}`), sessionId);
+  const byDefault = (await listActions(t, owner)).json();
+  assert.equal(byDefault.actions.length, 50);
+  assert.equal(byDefault.has_more, true);
+  const rest = (await listActions(t, owner, `?after=${byDefault.actions[49].operation_id}`)).json();
+  assert.equal(rest.actions.length, 1);
+  assert.equal(rest.has_more, false);
+  const whole = (await listActions(t, owner, '?limit=200')).json();
+  assert.equal(whole.actions.length, 51);
+  assert.equal(whole.has_more, false);
 });
 
 test('approve: the action runs (executing, then done) and the agent replies "Done: <summary>", exactly once', async () => {
@@ -68,7 +109,7 @@ test('approve: the action runs (executing, then done) and the agent replies "Don
   const messages = await settledTranscript(t, owner, drafted.sessionId, 2);
   assert.deepEqual(agentTexts(messages).slice(1), [`Done: ${summary}`]);
   assert.deepEqual(await missionStatus(drafted.operationId), { action: 'done', mission: 'done' });
-  assert.deepEqual((await listActions(t, owner)).json(), { actions: [] });
+  assert.deepEqual((await listActions(t, owner)).json(), { actions: [], has_more: false });
 });
 
 test('reject with a reason re-plans: "Re-planned: <reason>"; the mission ends done', async () => {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { COMMON_PROBLEMS, EXAMPLE_IDS, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
+import { COMMON_PROBLEMS, EXAMPLE_IDS, pageLimitOf, pageLimitParam, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 export const ActionSchema = z.object({
   operation_id: z.string().meta({ description: 'The action\'s id; also the idempotency key its tool runs with.', example: EXAMPLE_IDS.action }),
@@ -17,6 +17,11 @@ export const ActionSchema = z.object({
 const ListActionsQuery = z.object({
   // No length bound of its own (the URL's bounds it): an id that cannot be one matches nothing.
   session_id: z.string().optional().meta({ description: 'Only actions of this session (an unknown one: an empty list).' }),
+  limit: pageLimitParam('Actions'),
+  after: z.string().optional().meta({
+    description: 'The `operation_id` of the last action of the page before: only actions after it are listed (settled since or not).',
+    example: EXAMPLE_IDS.action,
+  }),
 });
 
 /** §5 Pending actions: what waits for the caller's permission, oldest first. */
@@ -26,13 +31,18 @@ export function listActionsRoute(app: ApiApp, ctx: ApiContext): void {
       operationId: 'listActions',
       tags: ['Missions'],
       summary: 'List actions awaiting your permission',
-      description: 'Actions that agents drafted on missions you own and that wait for your decision, oldest first.',
+      description: 'Actions that agents drafted on missions you own and that wait for your decision, oldest first, a page at a time (50 unless `limit` says otherwise; `has_more` says whether more follow).',
       querystring: ListActionsQuery,
       response: {
-        200: z.object({ actions: z.array(ActionSchema) }).describe('The actions awaiting your decision, oldest first.'),
+        200: z.object({
+          actions: z.array(ActionSchema),
+          has_more: z.boolean().meta({ description: 'Whether more actions follow this page: ask again with `after` set to the last `operation_id`.' }),
+        }).describe('A page of the actions awaiting your decision, oldest first.'),
         ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS,
-        422: problemResponse('validation_failed: `session_id` given more than once, or holding the NUL character (U+0000) or a lone UTF-16 surrogate.'),
+        422: problemResponse('validation_failed: `limit` is not an integer from 1 to 200, `after` is not the operation_id of an action of yours, or a parameter is given more than once or holds the NUL character (U+0000) or a lone UTF-16 surrogate.'),
       },
     },
-  }, async (request) => ctx.missions.listActions(callerOf(request).userId, { sessionId: request.query.session_id }));
+  }, async (request) => ctx.missions.listActions(callerOf(request).userId, {
+    sessionId: request.query.session_id, limit: pageLimitOf(request.query.limit), after: request.query.after,
+  }));
 }

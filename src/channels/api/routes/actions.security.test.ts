@@ -21,8 +21,8 @@ test('a stranger sees none of the owner\'s actions, also when filtering by the o
   const owner = await t.userWithAgent();
   const drafted = await draftAction(t, owner, 'email', unique('private'));
   const stranger = await t.userWithAgent();
-  assert.deepEqual((await listActions(t, stranger)).json(), { actions: [] });
-  assert.deepEqual((await listActions(t, stranger, `?session_id=${drafted.sessionId}`)).json(), { actions: [] });
+  assert.deepEqual((await listActions(t, stranger)).json(), { actions: [], has_more: false });
+  assert.deepEqual((await listActions(t, stranger, `?session_id=${drafted.sessionId}`)).json(), { actions: [], has_more: false });
 });
 
 test('a stranger deciding on the owner\'s action gets exactly what a missing id gets, and changes nothing', async () => {
@@ -44,7 +44,7 @@ test('a member of the agent\'s workspace neither sees nor settles the owner\'s a
   const owner = await t.userWithAgent();
   const member = await memberOfOwnersWorkspace(t, owner);
   const drafted = await draftAction(t, owner, 'email', unique('owner only'));
-  assert.deepEqual((await listActions(t, member)).json(), { actions: [] });
+  assert.deepEqual((await listActions(t, member)).json(), { actions: [], has_more: false });
   const result = await decideOne(t, member, { operation_id: drafted.operationId, decision: 'approve' });
   assert.equal(result.error.code, 'not_found');
   // approve_same_type from the member's own action of that kind leaves the owner's alone.

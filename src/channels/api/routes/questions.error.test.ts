@@ -128,3 +128,25 @@ test('the answer length limit counts code points, as for messages: 32,000 emoji 
   const messages = await settledTranscript(t, owner, asked.sessionId, 2);
   assert.equal(agentTexts(messages)[1], `Noted: ${longest}`);
 });
+
+test('GET /questions: a limit that is not an integer from 1 to 200 is a 422 on limit, and after= naming no question of the caller\'s a 422 on after', async () => {
+  const owner = await t.userWithAgent();
+  const stranger = await t.userWithAgent();
+  const theirs = await askQuestion(t, stranger, 'text', unique('Not yours?'));
+  await askQuestion(t, owner, 'text', unique('Yours?'));
+  for (const limit of ['0', '201', '1e2', 'x']) {
+    const res = await listQuestions(t, owner, `?limit=${limit}`);
+    assert.equal(res.statusCode, 422, `limit=${limit}: ${res.body}`);
+    assert.deepEqual(res.json().errors.map((e: { path: string }) => e.path), ['limit']);
+  }
+  const bodies = [];
+  for (const after of [theirs.requestId, 'req_0VboFtAFsgk9ihiaLL9jttD7OTSj3X', 'op_abc', '']) {
+    const res = await listQuestions(t, owner, `?after=${after}`);
+    assert.equal(res.statusCode, 422, `after=${after}: ${res.body}`);
+    const { request_id: _, ...body } = res.json();
+    bodies.push(body);
+  }
+  assert.deepEqual(bodies[0].errors, [{ path: 'after', message: 'must be the request_id of a question listed to you on an earlier page' }]);
+  for (const body of bodies.slice(1)) assert.deepEqual(body, bodies[0]);
+  assert.equal((await listQuestions(t, owner)).json().questions.length, 1);
+});

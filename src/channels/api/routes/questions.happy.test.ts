@@ -76,7 +76,7 @@ for (const [type, fits, misfits] of judging) {
     const messages = await settledTranscript(t, owner, asked.sessionId, 2);
     assert.deepEqual(agentTexts(messages).slice(1), [`Noted: ${first!.trim()}`]);
     assert.deepEqual(await questionRow(asked.requestId), { question: 'answered', answer: first, mission: 'done' });
-    assert.deepEqual((await listQuestions(t, owner)).json(), { questions: [] });
+    assert.deepEqual((await listQuestions(t, owner)).json(), { questions: [], has_more: false });
   });
 }
 
@@ -105,7 +105,7 @@ test('!ask-user puts the question to a workspace member: both the member and the
   assert.deepEqual(await answerOne(t, member, asked.requestId, 'yes'), { request_id: asked.requestId, ok: true, accepted: true });
   const messages = await settledTranscript(t, owner, asked.sessionId, 2);
   assert.deepEqual(agentTexts(messages).slice(1), ['Noted: yes']);
-  assert.deepEqual((await listQuestions(t, member)).json(), { questions: [] });
+  assert.deepEqual((await listQuestions(t, member)).json(), { questions: [], has_more: false });
 });
 
 test('the mission\'s owner may answer a question put to someone else; the first accepted answer wins', async () => {
@@ -129,8 +129,8 @@ test('!ask-user to someone who is not a member of the agent\'s workspace asks no
     assert.match(sent.reply, /not a member/);
     assert.doesNotMatch(sent.reply, /req_/);
   }
-  assert.deepEqual((await listQuestions(t, owner)).json(), { questions: [] });
-  assert.deepEqual((await listQuestions(t, outsider)).json(), { questions: [] });
+  assert.deepEqual((await listQuestions(t, owner)).json(), { questions: [], has_more: false });
+  assert.deepEqual((await listQuestions(t, outsider)).json(), { questions: [], has_more: false });
   const rows = await t.runtime.store.db.selectFrom('questions').select('id').where('owner_user_id', '=', owner.id).execute();
   assert.equal(rows.length, 0);
 });
@@ -151,4 +151,29 @@ test('open questions are listed oldest first', async () => {
   const first = await askQuestion(t, owner, 'text', unique('Older?'));
   const second = await askQuestion(t, owner, 'text', unique('Newer?'));
   assert.deepEqual((await listQuestions(t, owner)).json().questions.map((q: { request_id: string }) => q.request_id), [first.requestId, second.requestId]);
+});
+
+test('questions come a page at a time (limit, has_more, after= the last request_id, answered since or not), and ?session_id= narrows them', async () => {
+  const owner = await t.userWithAgent();
+  const member = await memberOfOwnersWorkspace(t, owner);
+  const q1 = await askQuestion(t, owner, 'text', unique('First?'));
+  const q2 = await askQuestion(t, owner, 'text', unique('Second, elsewhere?'));
+  const q3 = await askQuestion(t, owner, 'text', unique('Third?'), { target: q1.sessionId });
+  const q4 = await askQuestion(t, owner, 'yesno', unique('Fourth, for the member?'), { of: member.email, target: q1.sessionId });
+  const ids = (res: { json(): { questions: Array<{ request_id: string }> } }) => res.json().questions.map((q) => q.request_id);
+
+  const first = await listQuestions(t, owner, '?limit=2');
+  assert.deepEqual(ids(first), [q1.requestId, q2.requestId]);
+  assert.equal(first.json().has_more, true);
+  const second = await listQuestions(t, owner, `?limit=2&after=${q2.requestId}`);
+  assert.deepEqual(ids(second), [q3.requestId, q4.requestId]);
+  assert.equal(second.json().has_more, false);
+  assert.deepEqual(ids(await listQuestions(t, owner, `?session_id=${q1.sessionId}`)), [q1.requestId, q3.requestId, q4.requestId]);
+  // An answered question still marks a place in the list.
+  assert.equal((await answerOne(t, owner, q1.requestId, 'an answer')).accepted, true);
+  assert.deepEqual(ids(await listQuestions(t, owner, `?after=${q1.requestId}`)), [q2.requestId, q3.requestId, q4.requestId]);
+  // The person asked pages through what was put to them; a question they were not asked is no place of theirs.
+  const members = await listQuestions(t, member, `?after=${q4.requestId}`);
+  assert.deepEqual(members.json(), { questions: [], has_more: false });
+  assert.equal((await listQuestions(t, member, `?after=${q3.requestId}`)).statusCode, 422);
 });

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { COMMON_PROBLEMS, EXAMPLE_IDS, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
+import { COMMON_PROBLEMS, EXAMPLE_IDS, pageLimitOf, pageLimitParam, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 export const QuestionSchema = z.object({
   request_id: z.string().meta({ description: 'The question\'s id; answer it with POST /questions/answers.', example: EXAMPLE_IDS.question }),
@@ -14,6 +14,16 @@ export const QuestionSchema = z.object({
   created_at: z.string().meta({ description: 'When it was asked (RFC 3339 UTC).' }),
 }).meta({ id: 'OpenQuestion' });
 
+const ListQuestionsQuery = z.object({
+  // No length bound of its own (the URL's bounds it): an id that cannot be one matches nothing.
+  session_id: z.string().optional().meta({ description: 'Only questions of this session (an unknown one: an empty list).' }),
+  limit: pageLimitParam('Questions'),
+  after: z.string().optional().meta({
+    description: 'The `request_id` of the last question of the page before: only questions after it are listed (answered since or not).',
+    example: EXAMPLE_IDS.question,
+  }),
+});
+
 /** §6 Open questions: put to the caller, plus those on missions the caller owns. */
 export function listQuestionsRoute(app: ApiApp, ctx: ApiContext): void {
   app.get('/questions', {
@@ -21,11 +31,18 @@ export function listQuestionsRoute(app: ApiApp, ctx: ApiContext): void {
       operationId: 'listQuestions',
       tags: ['Missions'],
       summary: 'List open questions for you',
-      description: 'Open questions put to you, plus every open question on a mission you own, whoever it was put to; oldest first.',
+      description: 'Open questions put to you, plus every open question on a mission you own, whoever it was put to; oldest first, a page at a time (50 unless `limit` says otherwise; `has_more` says whether more follow).',
+      querystring: ListQuestionsQuery,
       response: {
-        200: z.object({ questions: z.array(QuestionSchema) }).describe('The open questions put to you, or on missions you own.'),
+        200: z.object({
+          questions: z.array(QuestionSchema),
+          has_more: z.boolean().meta({ description: 'Whether more questions follow this page: ask again with `after` set to the last `request_id`.' }),
+        }).describe('A page of the open questions put to you, or on missions you own, oldest first.'),
         ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS,
+        422: problemResponse('validation_failed: `limit` is not an integer from 1 to 200, `after` is not the request_id of a question put to you or on a mission of yours, or a parameter is given more than once or holds the NUL character (U+0000) or a lone UTF-16 surrogate.'),
       },
     },
-  }, async (request) => ctx.missions.listQuestions(callerOf(request).userId));
+  }, async (request) => ctx.missions.listQuestions(callerOf(request).userId, {
+    sessionId: request.query.session_id, limit: pageLimitOf(request.query.limit), after: request.query.after,
+  }));
 }

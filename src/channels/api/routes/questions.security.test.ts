@@ -13,7 +13,7 @@ test('a stranger sees none of the owner\'s questions and gets exactly what a mis
   const owner = await t.userWithAgent();
   const asked = await askQuestion(t, owner, 'text', unique('Secret?'));
   const stranger = await t.userWithAgent();
-  assert.deepEqual((await listQuestions(t, stranger)).json(), { questions: [] });
+  assert.deepEqual((await listQuestions(t, stranger)).json(), { questions: [], has_more: false });
   const theirs = await answerOne(t, stranger, asked.requestId, 'hello');
   const missing = await answerOne(t, stranger, 'req_doesnotexist0000000000', 'hello');
   assert.equal(theirs.error.code, 'not_found');
@@ -25,7 +25,7 @@ test('a member who was not asked neither sees nor answers the owner\'s own quest
   const owner = await t.userWithAgent();
   const member = await memberOfOwnersWorkspace(t, owner);
   const asked = await askQuestion(t, owner, 'text', unique('For the owner?'));
-  assert.deepEqual((await listQuestions(t, member)).json(), { questions: [] });
+  assert.deepEqual((await listQuestions(t, member)).json(), { questions: [], has_more: false });
   assert.equal((await answerOne(t, member, asked.requestId, 'me')).error.code, 'not_found');
 });
 
@@ -34,7 +34,7 @@ test('a member asked who then leaves the workspace no longer sees or answers it;
   const member = await memberOfOwnersWorkspace(t, owner);
   const asked = await askQuestion(t, owner, 'text', unique('Before you go?'), { of: member.email });
   await t.runtime.store.db.deleteFrom('memberships').where('workspace_id', '=', member.workspaceId).where('user_id', '=', member.id).execute();
-  assert.deepEqual((await listQuestions(t, member)).json(), { questions: [] });
+  assert.deepEqual((await listQuestions(t, member)).json(), { questions: [], has_more: false });
   assert.equal((await answerOne(t, member, asked.requestId, 'bye')).error.code, 'not_found');
   assert.deepEqual((await listQuestions(t, owner)).json().questions.map((q: { request_id: string }) => q.request_id), [asked.requestId]);
   assert.equal((await answerOne(t, owner, asked.requestId, 'answered for them')).accepted, true);

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { TS_PATTERN } from '../../../domain/turn-clock.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { COMMON_PROBLEMS, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
+import { COMMON_PROBLEMS, pageLimitOf, pageLimitParam, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 const TranscriptQuery = z.object({
   // Validated by the transcript (a real date and time, in the one format a ts has); the pattern documents the format.
@@ -10,9 +10,7 @@ const TranscriptQuery = z.object({
     description: 'A turn `ts` (RFC 3339 UTC with exactly six fractional digits); only newer turns are returned.',
     example: '2026-11-22T12:34:56.789012Z', pattern: TS_PATTERN.source,
   }),
-  // Validated as the digits of a query string (no "1e2" or " 5"); documented as what it means.
-  limit: z.string().regex(/^\d{1,4}$/, 'must be an integer from 1 to 200').optional()
-    .meta({ description: 'Turns per page, 1–200 (default 50).', example: 50, default: 50, type: 'integer', minimum: 1, maximum: 200, pattern: undefined } as Record<string, unknown>),
+  limit: pageLimitParam('Turns'),
 });
 
 export const TranscriptSchema = z.object({
@@ -46,6 +44,6 @@ export function readTranscriptRoute(app: ApiApp, ctx: ApiContext): void {
     },
   }, async (request) => ctx.conversations.transcript(callerOf(request).userId, request.params.session_id, {
     after: request.query.after,
-    limit: request.query.limit === undefined ? undefined : Number(request.query.limit),
+    limit: pageLimitOf(request.query.limit),
   }));
 }

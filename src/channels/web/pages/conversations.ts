@@ -100,10 +100,8 @@ export interface WaitingOnYou {
   questions: number;
 }
 
-export async function waitingOnYou(ctx: WebContext, userId: string, sessionId: string): Promise<WaitingOnYou> {
-  const { actions } = await ctx.services.missions.listActions(userId, { sessionId });
-  const { questions } = await ctx.services.missions.listQuestions(userId, { sessionId });
-  return { actions: actions.length, questions: questions.length };
+export function waitingOnYou(ctx: WebContext, userId: string, sessionId: string): Promise<WaitingOnYou> {
+  return ctx.services.missions.countWaiting(userId, { sessionId });
 }
 
 /** What waits, in words ("1 action to approve or reject and 2 questions to answer"); empty when nothing does. */

@@ -45,6 +45,21 @@ test('happy: an empty inbox says so', async () => {
   assert.match(res.body, /No open questions/);
 });
 
+test('a long inbox shows the oldest 200 actions, counts them all, and says the rest come as these are settled', async () => {
+  const { user, web } = await signedIn();
+  const first = await say(user, '!action email Mail number 1');
+  for (let n = 2; n <= 201; n++) await say(user, `!action email Mail number ${n}`, first.session_id);
+  const page = await web.get('/inbox');
+  assert.equal(page.statusCode, 200);
+  assert.equal(page.body.match(/<li class="card item" id="op_/g)?.length, 200);
+  assert.match(page.body, /Actions waiting for your permission <span class="count">201<\/span>/);
+  assert.match(page.body, /The oldest 200 are shown; the rest appear here as you settle these\./);
+  assert.match(page.body, /Mail number 1</);
+  assert.ok(!page.body.includes('Mail number 201<'), 'the newest is not on the page');
+  const overview = await web.get('/');
+  assert.match(overview.body, /<span class="tile-num">201<\/span><span>waiting in the inbox/);
+});
+
 test('happy: approve a pending action; the agent carries on', async () => {
   const { user, web } = await signedIn();
   const sent = await say(user, '!action email Send the report');

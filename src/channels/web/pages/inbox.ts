@@ -4,17 +4,18 @@ import { authed, formValue, render, type WebContext } from '../context.ts';
 import { setFlash, takeFlash, type Flash } from '../flash.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { csrfField, notice, time } from '../layout.ts';
+import { PAGE_LIMIT } from '../../../domain/paging.ts';
 import { TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
 import { DECISIONS, REASON_MAX_LENGTH as REASON_MAX, type Decision } from '../../../services/missions.ts';
 import { preview } from './conversations.ts';
 
 /** How many actions and questions wait for the user. */
-export async function inboxCounts(ctx: WebContext, userId: string): Promise<{ actions: number; questions: number }> {
-  const [{ actions }, { questions }] = await Promise.all([
-    ctx.services.missions.listActions(userId), ctx.services.missions.listQuestions(userId),
-  ]);
-  return { actions: actions.length, questions: questions.length };
+export function inboxCounts(ctx: WebContext, userId: string): Promise<{ actions: number; questions: number }> {
+  return ctx.services.missions.countWaiting(userId);
 }
+
+/** The most actions, and questions, the inbox shows at once (the oldest first): the largest page a list gives. */
+const INBOX_SHOWS = PAGE_LIMIT.max;
 
 const INBOX_PATH = '/inbox';
 const REFUSED_FLASH: Flash = { cookie: 'ac_inbox_refused', path: INBOX_PATH, purpose: 'inbox-refused', ttlMs: 10 * 60_000 };
@@ -111,12 +112,14 @@ export function inboxRoutes(app: FastifyInstance, ctx: WebContext): void {
 async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: FastifyReply, session: WebSession, state: {
   message?: SafeHtml | null; refused?: Refused | undefined; failed?: boolean;
 }) {
-  const [{ actions }, { questions }, agents, workspaces] = await Promise.all([
-    ctx.services.missions.listActions(session.userId),
-    ctx.services.missions.listQuestions(session.userId),
+  const [{ actions, has_more: moreActions }, { questions, has_more: moreQuestions }, agents, workspaces] = await Promise.all([
+    ctx.services.missions.listActions(session.userId, { limit: INBOX_SHOWS }),
+    ctx.services.missions.listQuestions(session.userId, { limit: INBOX_SHOWS }),
     ctx.services.agents.listForUser(session.userId),
     ctx.services.accounts.workspacesOf(session.userId),
   ]);
+  // Counted only when a list has more than it shows (rarely): otherwise its length is the count.
+  const counts = moreActions || moreQuestions ? await inboxCounts(ctx, session.userId) : { actions: actions.length, questions: questions.length };
   const agentName = (id: string) => agents.find((a) => a.agent_id === id)?.name ?? id;
   // A question may be put to you in someone else's conversation (`!ask-user`), which you cannot
   // open: it is linked only for whom it opens; for the others, the agent's workspace says whose
@@ -141,7 +144,8 @@ async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: Fastif
     body: html`<h1>Inbox</h1>
       ${state.message}
       <section aria-labelledby="actions-h">
-        <h2 id="actions-h">Actions waiting for your permission <span class="count">${actions.length}</span></h2>
+        <h2 id="actions-h">Actions waiting for your permission <span class="count">${counts.actions}</span></h2>
+        ${moreActions ? html`<p class="muted">The oldest ${actions.length} are shown; the rest appear here as you settle these.</p>` : ''}
         ${actions.length === 0 ? html`<p class="card muted">Nothing to approve.</p>` : html`<ul class="cards">${actions.map((a) => {
           const sameKind = kindsCount.get(`${a.agent_id} ${a.kind}`) ?? 1;
           const action = `${INBOX_PATH}/actions/${a.operation_id}`;
@@ -153,7 +157,7 @@ async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: Fastif
             <form method="post" action="${action}" class="decide row">
               ${csrfField(request.csrfToken)}
               <button type="submit" name="decision" value="approve" class="btn">Approve${which}</button>
-              <button type="submit" name="decision" value="approve_same_type" class="btn btn-quiet" title="Approves this and every other pending “${a.kind}” action of ${agentName(a.agent_id)}">Approve all “${a.kind}”${sameKind > 1 ? ` (${sameKind})` : ''}</button>
+              <button type="submit" name="decision" value="approve_same_type" class="btn btn-quiet" title="Approves this and every other pending “${a.kind}” action of ${agentName(a.agent_id)}">Approve all “${a.kind}”${sameKind > 1 && !moreActions ? ` (${sameKind})` : ''}</button>
             </form>
             <form method="post" action="${action}" class="reject">
               ${csrfField(request.csrfToken)}
@@ -168,7 +172,8 @@ async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: Fastif
         })}</ul>`}
       </section>
       <section aria-labelledby="questions-h">
-        <h2 id="questions-h">Open questions <span class="count">${questions.length}</span></h2>
+        <h2 id="questions-h">Open questions <span class="count">${counts.questions}</span></h2>
+        ${moreQuestions ? html`<p class="muted">The oldest ${questions.length} are shown; the rest appear here as you answer these.</p>` : ''}
         ${questions.length === 0 ? html`<p class="card muted">No open questions.</p>` : html`<ul class="cards">${questions.map((q) => {
           const refused = state.refused?.requestId === q.request_id ? state.refused : undefined;
           const which = cardContext(q.text);
