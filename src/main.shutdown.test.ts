@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { test } from 'node:test';
+import { openStore } from './store/store.ts';
 import { startFreezableProxy, throughPort } from './testing/frozen-database.ts';
 import { API, seededDatabase, TEST_DB } from './testing/harness.ts';
 import { postMessage, startServerProcess, type ServerProcess } from './testing/server-process.ts';
@@ -26,11 +27,31 @@ async function sendOnOpenConnection(server: ServerProcess, text: string) {
   return { socket, closed, received: () => received };
 }
 
+/**
+ * Resolves once the turn of this message runs: a signal sent after a guessed pause instead could
+ * come, on a loaded machine, before the server had even taken the request.
+ */
+async function untilItsTurnRuns(text: string): Promise<void> {
+  const store = await openStore(seeded.database.url, seeded.database.pgSchema ? { pgSchema: seeded.database.pgSchema } : {});
+  try {
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const running = await store.db.selectFrom('jobs').innerJoin('turns', 'turns.id', 'jobs.user_turn_id').select('jobs.id')
+        .where('turns.text', '=', text).where('jobs.status', '=', 'running').executeTakeFirst();
+      if (running) return;
+      assert.ok(Date.now() < deadline, `the turn of "${text}" never started`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  } finally {
+    await store.close();
+  }
+}
+
 test('SIGTERM: a request arriving on an open connection gets a 503 problem and the connection closes; the one under way is answered', { timeout: 60_000 }, async () => {
   const server = await startServerProcess(seeded.env);
   const { socket, received: answers, closed } = await sendOnOpenConnection(server, '!sleep 1500 under way');
   try {
-    await new Promise((resolve) => setTimeout(resolve, 400)); // the turn is under way
+    await untilItsTurnRuns('!sleep 1500 under way');
     server.child.kill('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 200)); // the server is closing
     socket.write(`GET ${API}/agents HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${seeded.key}\r\n\r\n`);
@@ -57,7 +78,7 @@ test('SIGTERM: a kept-alive connection whose request was under way is closed onc
   const exited = new Promise<void>((resolve) => server.child.once('exit', () => resolve()));
   const { socket, received: answers, closed } = await sendOnOpenConnection(server, '!sleep 800 kept alive');
   try {
-    await new Promise((resolve) => setTimeout(resolve, 300)); // the turn is under way
+    await untilItsTurnRuns('!sleep 800 kept alive');
     const signalled = Date.now();
     server.child.kill('SIGTERM');
     // The client sends nothing more and keeps the connection open: only the server can end it.
@@ -77,7 +98,7 @@ test('SIGHUP (the terminal of a foreground server closing) shuts down as SIGTERM
   const server = await startServerProcess({ ...seeded.env, SHUTDOWN_GRACE_MS: '300' });
   try {
     const waiting = postMessage(server, seeded.key, { text: '!sleep 5000 cut off by the hang-up', agent_id: seeded.agentIds[0] });
-    await new Promise((resolve) => setTimeout(resolve, 400)); // the turn is under way
+    await untilItsTurnRuns('!sleep 5000 cut off by the hang-up');
     server.child.kill('SIGHUP');
     const answer = await waiting;
     assert.equal(answer.status, 202, JSON.stringify(answer.body));

@@ -15,12 +15,15 @@ import { postMessage, startServerProcess, transcriptFrom, type ServerProcess } f
 
 const LEASE_MS = 3000; // renewed every second, expiry looked for every 1.5 s
 const SKEW_MS = 60_000;
+// Long enough to outlast a third instance's start on a loaded machine: the message sent after it
+// must still find the first agent busy.
+const TURN_MS = 12_000;
 const PRELOAD = fileURLToPath(new URL('../testing/skewed-clock.ts', import.meta.url));
 
 describe('instances whose clocks are a minute apart', { skip: TEST_DB !== 'postgres' && 'PostgreSQL pass only' }, () => {
   const seeded = seededDatabase('clocks@example.test', 2, { WAIT_CEILING_MS: '200', JOB_LEASE_MS: String(LEASE_MS) });
 
-  test('none takes over or reruns a turn that another instance is running', { timeout: 60_000 }, async () => {
+  test('none takes over or reruns a turn that another instance is running', { timeout: 90_000 }, async () => {
     const store = await openStore(seeded.database.url, { pgSchema: seeded.database.pgSchema! });
     const servers: ServerProcess[] = [];
     const start = async (instance: string, skewMs: number) => {
@@ -36,7 +39,7 @@ describe('instances whose clocks are a minute apart', { skip: TEST_DB !== 'postg
       // Each takes the turn sent to it (it has a free slot and the agent's line is empty).
       const sent = [];
       for (const [server, agentId, text] of [[onTime, seeded.agentIds[0]!, 'on time'], [behind, seeded.agentIds[1]!, 'behind']] as const) {
-        const res = await postMessage(server, seeded.key, { text: `!sleep 5000 ${text}`, agent_id: agentId }, { prefer: 'wait=0' });
+        const res = await postMessage(server, seeded.key, { text: `!sleep ${TURN_MS} ${text}`, agent_id: agentId }, { prefer: 'wait=0' });
         assert.equal(res.status, 202, JSON.stringify(res.body));
         sent.push({ sessionId: res.body.session_id as string, reply: `You said: ${text}` });
       }
@@ -52,7 +55,7 @@ describe('instances whose clocks are a minute apart', { skip: TEST_DB !== 'postg
       sent.push({ sessionId: original.body.session_id as string, reply: 'You said: said twice' });
 
       for (const { sessionId, reply } of sent) {
-        const deadline = Date.now() + 20_000;
+        const deadline = Date.now() + TURN_MS + 20_000;
         let page;
         for (;;) {
           page = await transcriptFrom(onTime, seeded.key, sessionId);
