@@ -2,6 +2,7 @@ import { createServer } from 'node:net';
 import { buildApp, serverLog } from './app.ts';
 import { loadConfig, type Config } from './config.ts';
 import { createRuntime } from './runtime.ts';
+import { isStoreUnavailable, storeOutageFields } from './store/unavailable.ts';
 
 /**
  * How long past SHUTDOWN_GRACE_MS an orderly shutdown may take before the process exits anyway,
@@ -16,7 +17,15 @@ export async function serve(): Promise<void> {
   await checkCanListen(config);
   // The log comes first: what goes wrong while the runtime opens (Redis out of reach) is logged too.
   const log = serverLog(config);
-  const runtime = await createRuntime(config, {}, (error, context) => log.error({ err: error }, context));
+  const runtime = await createRuntime(config, {}, (error, context) => {
+    // A database that is away heals by itself (the work is retried, or taken up again by its
+    // lease): a warning, as the API's 503s are, rather than an error line that pages someone.
+    if (isStoreUnavailable(error)) {
+      log.warn({ ...storeOutageFields(error), during: context }, 'database unavailable');
+    } else {
+      log.error({ err: error }, context);
+    }
+  });
   const server = await buildApp(runtime, { log });
   let stopping = false;
   const stop = async (signal: string) => {

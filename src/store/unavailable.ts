@@ -31,6 +31,15 @@ export function isStoreUnavailable(error: unknown): boolean {
   return typeof e.message === 'string' && PG_CONNECTION_MESSAGES.test(e.message);
 }
 
+/**
+ * What a log line says of a database that is away (see isStoreUnavailable): its code and words,
+ * without a stack, which would say nothing more and, once per request, drown the log.
+ */
+export function storeOutageFields(error: unknown): { cause: unknown; reason: unknown } {
+  const e = (error ?? {}) as { code?: unknown; message?: unknown };
+  return { cause: e.code, reason: e.message };
+}
+
 // SQLITE_BUSY, SQLITE_LOCKED, SQLITE_NOMEM, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN.
 const SQLITE_UNAVAILABLE = new Set([5, 6, 7, 10, 13, 14]);
 

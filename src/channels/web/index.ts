@@ -16,7 +16,7 @@ import { agentsRoutes } from './pages/agents.ts';
 import { conversationsRoutes } from './pages/conversations.ts';
 import { inboxRoutes } from './pages/inbox.ts';
 import { chatRoutes } from './pages/chat.ts';
-import { isStoreUnavailable } from '../../store/unavailable.ts';
+import { isStoreUnavailable, storeOutageFields } from '../../store/unavailable.ts';
 
 export interface WebChannelOptions {
   throttle?: Partial<ThrottleOptions>;
@@ -124,7 +124,7 @@ export function webChannel(runtime: Runtime, options: WebChannelOptions = {}) {
       const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
       if (status === 500 && isStoreUnavailable(error)) {
         // The database is away for a moment: as the API says it (503, Retry-After), with no stack.
-        request.log.warn({ cause: error.code, reason: error.message }, 'database unavailable');
+        request.log.warn(storeOutageFields(error), 'database unavailable');
         reply.header('Retry-After', '1');
         return errorPage(request, reply, 503, 'Try again in a moment', 'The service cannot reach its database just now. Reload the page in a moment.');
       }

@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { Problem } from '../../../domain/problems.ts';
-import { isStoreUnavailable } from '../../../store/unavailable.ts';
+import { isStoreUnavailable, storeOutageFields } from '../../../store/unavailable.ts';
 import { PROBLEM_CONTENT_TYPE, problemBody, sendProblem } from '../problem-reply.ts';
 
 /** Turns every error into a contract problem; anything unexpected is a logged 500 with no detail. */
@@ -15,7 +15,7 @@ export function installErrorHandling(app: FastifyInstance): void {
       request.log.error({ err: error }, 'unhandled error');
     } else if (isStoreUnavailable(error)) {
       // Brief, and said once per request already by the access log: no stack for each of them.
-      request.log.warn({ cause: (error as { code?: unknown }).code, reason: error.message }, 'database unavailable');
+      request.log.warn(storeOutageFields(error), 'database unavailable');
     }
     return sendProblem(request, reply, mapped);
   });
