@@ -38,7 +38,7 @@ export const problemResponse = (description: string) => ({
  * route that reads a body, a query parameter or a path id can give one.)
  */
 export const COMMON_PROBLEMS = {
-  401: problemResponse('Missing, malformed, unknown, revoked, expired or inactive key.'),
+  401: problemResponse('Missing, malformed, unknown, revoked, expired or inactive key, or two `Authorization` headers.'),
   429: problemResponse('The key\'s per-minute limit is used up; see Retry-After.'),
   408: problemResponse('request_timeout: the request (its body included) did not arrive within the server\'s `REQUEST_TIMEOUT_MS`; the connection closes.'),
   431: problemResponse('headers_too_large: the request line and headers are over 16 KiB; the connection closes.'),

@@ -66,3 +66,19 @@ test('the key fixes the account: one key never reaches another account\'s key qu
   assert.equal((await listAgents(a.auth.authorization)).statusCode, 429);
   assert.equal(await remainingAfterOneRequest(b), 1);
 });
+
+test('two Authorization lines in one request name no key: the one 401, whichever comes first, and no quota is touched', async () => {
+  const u = await t.user({ rateLimit: 5 });
+  const other = await t.user();
+  const single = await listAgents(u.auth.authorization);
+  assert.equal(single.statusCode, 200);
+  // Node keeps only the first line; a proxy in front may have judged the other one.
+  for (const lines of [[u.auth.authorization, other.auth.authorization], [u.auth.authorization, u.auth.authorization], ['Bearer nonsense', u.auth.authorization]]) {
+    const res = await t.inject({ method: 'GET', url: `${API}/agents`, headers: { authorization: lines } as unknown as Record<string, string> });
+    assert.equal(res.statusCode, 401, lines.join(' | '));
+    assert.equal(res.json().code, 'unauthorized');
+    assert.equal(res.headers['www-authenticate'], 'Bearer');
+    assert.equal(res.headers.ratelimit, undefined);
+  }
+  assert.equal(await remainingAfterOneRequest(u), 3, 'only the two single-key requests counted');
+});

@@ -3,6 +3,7 @@ import { Problem } from '../../../domain/problems.ts';
 import type { AuthenticatedKey, KeysService } from '../../../services/keys.ts';
 import type { RateLimiter } from '../../../ratelimit/rate-limiter.ts';
 import { sendProblem, UNAUTHORIZED } from '../problem-reply.ts';
+import { sentMoreThanOnce } from '../repeated-header.ts';
 import type { GetBodyJudge } from '../../json-body.ts';
 
 declare module 'fastify' {
@@ -19,7 +20,9 @@ declare module 'fastify' {
 export function installKeyAuth(app: FastifyInstance, deps: { keys: KeysService; rateLimiter: RateLimiter; judgeGetBody: GetBodyJudge }): void {
   app.decorateRequest('apiKey', null);
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-    const key = await deps.keys.authenticate(request.headers.authorization);
+    // Two keys in one request (RFC 9110 allows one Authorization line) name no key: the same 401.
+    const authorization = sentMoreThanOnce(request.raw.rawHeaders, 'authorization') ? undefined : request.headers.authorization;
+    const key = await deps.keys.authenticate(authorization);
     if (!key) return sendProblem(request, reply, UNAUTHORIZED());
     request.apiKey = key;
     let verdict;

@@ -61,6 +61,24 @@ test('agent resolution: none → 404 agent_not_found; several → 422 agent_requ
   assert.equal(r4.json().code, 'session_not_found');
 });
 
+test('Idempotency-Key sent twice → 422 validation_failed on idempotency-key, no turn (Node would join the two into one key neither named)', async () => {
+  const u = await t.userWithAgent();
+  const before = await turnCount();
+  for (const keys of [['first', 'second'], ['same', 'same']]) {
+    const res = await t.inject({
+      method: 'POST', url: `${API}/messages`, payload: { text: `twice-keyed ${keys.join('/')}` },
+      headers: { ...u.auth, 'content-type': 'application/json', 'idempotency-key': keys } as unknown as Record<string, string>,
+    });
+    assert.equal(res.statusCode, 422, res.body);
+    assert.equal(res.json().code, 'validation_failed');
+    assert.deepEqual(res.json().errors, [{ path: 'idempotency-key', message: 'must be sent once' }]);
+  }
+  assert.equal(await turnCount(), before);
+  // The key "first, second" that Node would have made is still free.
+  const joined = await send(t, u, { text: 'twice-keyed first/second' }, { 'Idempotency-Key': 'first, second' });
+  assert.equal(joined.statusCode, 200, joined.body);
+});
+
 test('Idempotency-Key with a different body → 422 idempotency_key_reused, no turn', async () => {
   const u = await t.userWithAgent();
   await send(t, u, { text: 'first body' }, { 'Idempotency-Key': 'reuse-me' });

@@ -6,6 +6,7 @@ import { callerOf } from '../plugins/auth.ts';
 import { BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
 import type { RouteResponseHeaders } from '../openapi.ts';
 import { hangUpSignal } from '../../hang-up.ts';
+import { sentMoreThanOnce } from '../repeated-header.ts';
 
 const SendBody = z.object({
   // Checked by checkMessageText (422 text_empty / text_too_long, codes of their own); the bounds document it.
@@ -101,7 +102,7 @@ export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {
         ...BODY_PROBLEMS,
         404: problemResponse('session_not_found or agent_not_found'),
         422: problemResponse('`text_empty` (blank text), `text_too_long` (over 32,000 characters), `agent_required` (no `agent_id`, and you can message several agents), '
-          + '`idempotency_key_reused` (the key came with a different body), or `validation_failed` (a field is missing, of the wrong type, or holds the NUL character or a lone surrogate; `errors` names it).'),
+          + '`idempotency_key_reused` (the key came with a different body), or `validation_failed` (a field is missing, of the wrong type, or holds the NUL character or a lone surrogate, or `Idempotency-Key` was sent twice; `errors` names it).'),
         409: problemResponse('idempotency_key_in_use: the first request with this key is still being accepted; retry after `Retry-After` (1 s).'),
         502: problemResponse('agent_failed; carries `session_id`, and `message_ts` to read the transcript after your message (`?after=`).'),
       },
@@ -113,6 +114,10 @@ export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {
       checkMessageText(body && typeof body === 'object' && !Array.isArray(body) ? body.text : undefined);
     },
   }, async (request, reply) => {
+    // Node joins two Idempotency-Key lines into one key ("a, b"): a key neither line named.
+    if (sentMoreThanOnce(request.raw.rawHeaders, 'idempotency-key')) {
+      throw Problem.validation([{ path: 'idempotency-key', message: 'must be sent once' }]);
+    }
     // delta-seconds (RFC 7240): the wait is capped at the ceiling (which may be under a second);
     // Preference-Applied reports it in whole seconds, on every outcome of the send, 502 included.
     const wanted = preferredWaitSeconds(request.headers.prefer);
