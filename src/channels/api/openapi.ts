@@ -12,7 +12,7 @@ export const HEADERS = {
   RateLimit: { type: 'string', description: 'What is left of it: `"key";r=<remaining>;t=<seconds until a request is next sure to be accepted>`.' },
   'Retry-After': { type: 'integer', description: 'Seconds to wait before sending the request again (on a 429: until one is next sure to be accepted).' },
   'WWW-Authenticate': { type: 'string', description: '`Bearer`.' },
-  Location: { type: 'string', description: 'The transcript to poll: `/api/v1/api-channel/sessions/{session_id}/messages`.' },
+  Location: { type: 'string', description: 'The transcript to poll, `/api/v1/api-channel/sessions/{session_id}/messages`: on a 202, and on a 200 `duplicate` whose original has no reply yet.' },
   'Preference-Applied': { type: 'string', description: 'With `Prefer: wait=N`: the wait applied, `wait=<seconds>`.' },
 } as const;
 

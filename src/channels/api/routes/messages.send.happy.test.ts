@@ -111,11 +111,25 @@ describe('POST /messages: duplicates and idempotency', () => {
     assert.equal(again.json().status, 'duplicate');
     assert.equal(again.json().session_id, first.session_id);
     assert.equal(again.json().reply, 'You said: same words');
+    assert.equal(again.headers.location, undefined, 'the reply is here: nothing to poll');
     const page = (await transcript(t, u, first.session_id)).json();
     assert.equal(page.messages.length, 2);
     // A different target is not a duplicate: the same text in the existing session starts a turn.
     const inSession = await send(t, u, { text: 'same words', session_id: first.session_id });
     assert.equal(inSession.json().status, 'completed');
+  });
+
+  test('a duplicate of a message still running points at the transcript to poll (Location), as a 202 does', async () => {
+    const u = await t.userWithAgent();
+    const first = await send(t, u, { text: '!sleep 400 still going' }, { Prefer: 'wait=0' });
+    assert.equal(first.statusCode, 202);
+    const again = await send(t, u, { text: '!sleep 400 still going' });
+    assert.equal(again.statusCode, 200, again.body);
+    assert.equal(again.json().status, 'duplicate');
+    assert.equal(again.json().reply, undefined);
+    assert.equal(again.headers.location, first.headers.location);
+    assert.equal(again.headers.location, `${API}/sessions/${first.json().session_id}/messages`);
+    await pollTranscript(t, u, first.json().session_id, (b) => b.status === 'idle');
   });
 
   test('a duplicate of a message the agent failed on says so: the error turn as reply, and error', async () => {

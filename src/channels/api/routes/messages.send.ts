@@ -107,7 +107,7 @@ export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {
         502: problemResponse('agent_failed; carries `session_id`, and `message_ts` to read the transcript after your message (`?after=`).'),
       },
     },
-    config: { responseHeaders: { 200: ['Preference-Applied'], 202: ['Location', 'Preference-Applied'], 409: ['Retry-After'], 502: ['Preference-Applied'] } satisfies RouteResponseHeaders },
+    config: { responseHeaders: { 200: ['Location', 'Preference-Applied'], 202: ['Location', 'Preference-Applied'], 409: ['Retry-After'], 502: ['Preference-Applied'] } satisfies RouteResponseHeaders },
     // text rules come first among the 422s and have their own codes.
     preValidation: async (request) => {
       const body = request.body as { text?: unknown } | null;
@@ -141,10 +141,13 @@ export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {
       if (!(error instanceof Problem && error.code === 'agent_failed')) reply.removeHeader('Preference-Applied');
       throw error;
     }
+    const transcript = `${API_PREFIX}/sessions/${result.session_id}/messages`;
     if (result.status === 'processing' || result.status === 'queued') {
-      reply.header('Location', `${API_PREFIX}/sessions/${result.session_id}/messages`);
+      reply.header('Location', transcript);
       return reply.code(202).send(result);
     }
+    // A duplicate whose original has no reply yet: where it will land, as a 202 says it.
+    if (result.status === 'duplicate' && result.reply === undefined) reply.header('Location', transcript);
     return reply.code(200).send(result);
   });
 }
