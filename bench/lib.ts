@@ -112,8 +112,10 @@ export function roundOnFreshServer(
   };
 }
 
-/** `cpuUs`: the server's CPU time per request in the round (its own work, not the load generator's). */
-/** A load's result; any non-2xx answer (or connection error) fails the load instead. */
+/**
+ * A load's result; any non-2xx answer (or connection error) fails the load instead. `cpuUs`: the
+ * server's CPU time per request in the round (its own work, not the load generator's).
+ */
 export interface RoundResult { rps: number; p50: number; p99: number; non2xx: number; cpuUs: number }
 
 export async function load(options: autocannon.Options): Promise<RoundResult> {

@@ -59,10 +59,6 @@ export function testConfig(database: TestDatabase, overrides: Partial<Config> = 
   return { ...loadConfig({}), databaseUrl: database.url, scryptCostLog2: 10, ...overrides };
 }
 
-/**
- * A pro user with `agents` agents and one API key (10,000 a minute), written straight to
- * `database`: for tests whose server runs as a child process, set up before it starts.
- */
 /** A fresh database with one pro account, for tests that start real server processes (see seededDatabase). */
 export interface SeededDatabase {
   database: TestDatabase;
@@ -87,6 +83,10 @@ export function seededDatabase(email: string, agents: number, extraEnv: Record<s
   return seeded;
 }
 
+/**
+ * A pro user with `agents` agents and one API key (10,000 a minute), written straight to
+ * `database`: for tests whose server runs as a child process, set up before it starts.
+ */
 export async function seedAccount(database: TestDatabase, email: string, agents: number): Promise<{ key: string; agentIds: string[] }> {
   const runtime = await createRuntime(testConfig(database), database.pgSchema ? { pgSchema: database.pgSchema } : {});
   try {

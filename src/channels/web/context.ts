@@ -112,7 +112,6 @@ export function cookieOptions(request: FastifyRequest, extra: { maxAge?: number;
   };
 }
 
-/** A form field as one string (first value if repeated), or ''. */
 /**
  * A query parameter sent twice (`?session=a&session=b`) counts by its first value, as a form
  * field does (formValue): the pages read every parameter as one string.
@@ -126,6 +125,7 @@ export function collapseRepeatedParameters(query: unknown): void {
   }
 }
 
+/** A form field as one string (first value if repeated), or ''. */
 export function formValue(body: unknown, name: string): string {
   if (!body || typeof body !== 'object') return '';
   const value = (body as Record<string, unknown>)[name];
