@@ -1,7 +1,8 @@
+import type { Kysely } from 'kysely';
 import { z } from 'zod';
 import { looksLikeId, newId } from '../domain/ids.ts';
 import { Problem } from '../domain/problems.ts';
-import type { Agent } from '../store/schema.ts';
+import type { Agent, DB, Plan } from '../store/schema.ts';
 import { AccountReadCache } from '../store/account-cache.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
@@ -76,6 +77,21 @@ export class AgentsService {
       });
   }
 
+  /** How many agents a plan allows (FREE_PLAN_AGENT_LIMIT, PRO_PLAN_AGENT_LIMIT). */
+  agentLimitOf(plan: Plan): number {
+    return plan === 'pro' ? this.deps.proAgentLimit : this.deps.freeAgentLimit;
+  }
+
+  /** How many agents count against the user's plan: those in the workspaces the user owns (contract §3). */
+  async ownedAgentCount(userId: string, db: Kysely<DB> = this.deps.store.db): Promise<number> {
+    const { count } = await db.selectFrom('agents')
+      .innerJoin('memberships', 'memberships.workspace_id', 'agents.workspace_id')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('memberships.user_id', '=', userId).where('memberships.role', '=', 'owner')
+      .executeTakeFirstOrThrow();
+    return Number(count);
+  }
+
   /** Checks in the contract's order: body (422), workspace (404), role (403), plan (403). */
   async create(userId: string, input: { agent_name: string; workspace_id?: string | undefined }): Promise<AgentView> {
     const parsed = parseOrThrow(CreateAgentSchema, input);
@@ -90,13 +106,8 @@ export class AgentsService {
       // Locking the caller's row serialises concurrent creations on PostgreSQL (SQLite already is).
       const caller = await trx.selectFrom('users').select(['plan']).where('id', '=', userId)
         .$if(this.deps.store.dialect === 'postgres', (q) => q.forUpdate()).executeTakeFirstOrThrow();
-      const limit = caller.plan === 'pro' ? this.deps.proAgentLimit : this.deps.freeAgentLimit;
-      const { count } = await trx.selectFrom('agents')
-        .innerJoin('memberships', 'memberships.workspace_id', 'agents.workspace_id')
-        .select((eb) => eb.fn.countAll<number>().as('count'))
-        .where('memberships.user_id', '=', userId).where('memberships.role', '=', 'owner')
-        .executeTakeFirstOrThrow();
-      if (Number(count) >= limit) {
+      const limit = this.agentLimitOf(caller.plan);
+      if ((await this.ownedAgentCount(userId, trx)) >= limit) {
         throw new Problem('agent_limit_reached', `The ${caller.plan} plan allows ${limit} agent${limit === 1 ? '' : 's'}; this account has reached it.`);
       }
       // By the shared clock: agents are listed oldest first, whichever instance made them.

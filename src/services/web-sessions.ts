@@ -5,9 +5,8 @@ import { instanceSecret } from '../store/repos/instance-secrets.ts';
 import type { Store } from '../store/store.ts';
 
 /**
- * Web-app sessions (the browser channel's login state) and the little account directory the
- * web pages show. The cookie carries a random token; the store keeps only its SHA-256, so a
- * database read does not hand out live sessions.
+ * Web-app sessions (the browser channel's login state). The cookie carries a random token; the
+ * store keeps only its SHA-256, so a database read does not hand out live sessions.
  */
 export interface WebSessionsDeps {
   store: Store;
@@ -106,15 +105,5 @@ export class WebSessionsService {
   async setLastSeen(token: string, at: Date): Promise<void> {
     await this.deps.store.db.updateTable('web_sessions').set({ last_seen_at: at.toISOString() })
       .where('id', '=', sessionDigest(token)).execute();
-  }
-
-  /** How many agents count against the user's plan (agents in workspaces the user owns). */
-  async ownedAgentCount(userId: string): Promise<number> {
-    const { count } = await this.deps.store.db.selectFrom('agents')
-      .innerJoin('memberships', 'memberships.workspace_id', 'agents.workspace_id')
-      .select((eb) => eb.fn.countAll<number>().as('count'))
-      .where('memberships.user_id', '=', userId).where('memberships.role', '=', 'owner')
-      .executeTakeFirstOrThrow();
-    return Number(count);
   }
 }

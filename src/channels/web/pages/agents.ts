@@ -12,11 +12,11 @@ const NAME_RULE = CreateAgentSchema.shape.agent_name;
  * What the plan allows, and the only way to more that this service has: the pro plan, which only
  * its operator gives (`users set-plan`; the command is not named here: it is not the reader's to run).
  */
-function planLimitText(ctx: WebContext, plan: string): SafeHtml {
-  const limit = plan === 'pro' ? ctx.config.proAgentLimit : ctx.config.freeAgentLimit;
+function planLimitText(ctx: WebContext, plan: WebSession['plan']): SafeHtml {
+  const limit = ctx.services.agents.agentLimitOf(plan);
   const counted = html`The ${plan} plan allows ${limit} agent${limit === 1 ? '' : 's'}, counting the agents in every workspace you own (agents that others share with you do not count).`;
   if (plan === 'pro') return counted;
-  return html`${counted} The pro plan allows ${ctx.config.proAgentLimit}: ask the operator of this service to move your account to it.`;
+  return html`${counted} The pro plan allows ${ctx.services.agents.agentLimitOf('pro')}: ask the operator of this service to move your account to it.`;
 }
 
 /** Agents: the ones the user can message (every workspace they belong to), and creating one. */
@@ -64,11 +64,11 @@ async function agentsPage(ctx: WebContext, request: FastifyRequest, reply: Fasti
   const [agents, workspaces, owned] = await Promise.all([
     ctx.services.agents.listForUser(session.userId),
     ctx.services.accounts.workspacesOf(session.userId),
-    ctx.sessions.ownedAgentCount(session.userId),
+    ctx.services.agents.ownedAgentCount(session.userId),
   ]);
   const names = new Map(workspaces.map((w) => [w.workspace_id, w.name]));
   const canCreateIn = workspaces.filter((w) => w.role === 'owner' || w.role === 'admin');
-  const limit = session.plan === 'pro' ? ctx.config.proAgentLimit : ctx.config.freeAgentLimit;
+  const limit = ctx.services.agents.agentLimitOf(session.plan);
   const atLimit = owned >= limit;
   const created = state.created ? agents.find((a) => a.agent_id === state.created) : undefined;
   return render(request, reply, {
