@@ -15,6 +15,8 @@ const FINISH_RETRY_FIRST_MS = 250;
 const FINISH_RETRY_MAX_MS = 4000;
 /** After that long the store's trouble is not taken for a passing one: the outcome is given up as any other (see execute). */
 const FINISH_RETRY_FOR_MS = 10 * 60_000;
+/** At shutdown, how long turns still running when the grace period ends are given to stop once aborted (see stop). */
+const STOP_AFTER_ABORT_MS = 5000;
 
 /** Inside a transaction: run this once it has committed, or this if it rolled back. */
 export interface TxHooks {
@@ -635,7 +637,7 @@ export class TurnEngine {
     clearTimeout(graceTimer);
     if (outcome === 'timeout') {
       for (const r of this.active.values()) r.controller.abort();
-      await Promise.race([Promise.all([...this.active.values()].map((r) => r.settled)), new Promise((r) => setTimeout(r, 5000).unref())]);
+      await Promise.race([Promise.all([...this.active.values()].map((r) => r.settled)), new Promise((r) => setTimeout(r, STOP_AFTER_ABORT_MS).unref())]);
     }
     this.unsubscribe?.();
     for (const set of this.waiters.values()) for (const wake of set) wake();

@@ -21,6 +21,9 @@ export type JobPayload =
 
 export const AGENT_FAILED_TEXT = 'The agent could not process this message.';
 
+/** How many of the session's latest turns a brain is given as the conversation so far (BrainContext.history). */
+const HISTORY_TURNS = 50;
+
 /**
  * Runs one unit of work through the brain and writes its outcome: the agent turn, and any
  * action or question that suspends the mission. Everything is written in the engine's
@@ -102,7 +105,7 @@ export class TurnWorker implements JobHandler {
       senderUserId: job.user_id,
       signal,
       history: async () => (await db.selectFrom('turns').select(['role', 'text']).where('session_id', '=', job.session_id)
-        .orderBy('ts', 'desc').limit(50).execute()).reverse(),
+        .orderBy('ts', 'desc').limit(HISTORY_TURNS).execute()).reverse(),
       newOperationId: () => newId('action'),
       newRequestId: () => newId('question'),
       findWorkspaceMember: async (email: string) => {

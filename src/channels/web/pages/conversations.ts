@@ -6,8 +6,9 @@ import { html, type SafeHtml } from '../html.ts';
 import { badge, time } from '../layout.ts';
 import type { TranscriptResult } from '../../../services/conversations.ts';
 
-export const PAGE_SIZE = 100;
-export const SESSIONS_PAGE_SIZE = 50;
+/** Turns a transcript page of the web app shows (the chat opens at the latest ones), and conversations a page of the list shows. */
+const TRANSCRIPT_PAGE_SIZE = 100;
+const SESSIONS_PAGE_SIZE = 50;
 
 /** Conversations: the account's sessions, and each one's transcript with its status. */
 export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void {
@@ -125,13 +126,13 @@ export function waitingNotice(waiting: WaitingOnYou | null): SafeHtml {
 /** A transcript the user may read, or null (missing, someone else's, or a malformed id). */
 export async function readTranscript(ctx: WebContext, userId: string, sessionId: string, after?: string): Promise<TranscriptResult | null> {
   if (!looksLikeId('session', sessionId)) return null;
-  return orNull(ctx.services.conversations.transcript(userId, sessionId, { limit: PAGE_SIZE, ...(after ? { after } : {}) }));
+  return orNull(ctx.services.conversations.transcript(userId, sessionId, { limit: TRANSCRIPT_PAGE_SIZE, ...(after ? { after } : {}) }));
 }
 
 /** The newest messages of a transcript (before `before` when given), or null as readTranscript. */
 export async function readLatest(ctx: WebContext, userId: string, sessionId: string, before?: string): Promise<LatestTranscript | null> {
   if (!looksLikeId('session', sessionId)) return null;
-  return orNull(ctx.services.conversations.latestTranscript(userId, sessionId, { limit: PAGE_SIZE, ...(before ? { before } : {}) }));
+  return orNull(ctx.services.conversations.latestTranscript(userId, sessionId, { limit: TRANSCRIPT_PAGE_SIZE, ...(before ? { before } : {}) }));
 }
 
 export type LatestTranscript = TranscriptResult & { has_earlier: boolean };
