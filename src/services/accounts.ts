@@ -128,14 +128,11 @@ export class AccountsService {
     const user = await this.requireByEmail(input.email);
     const workspace = await this.db.selectFrom('workspaces').select('id').where('id', '=', input.workspaceId).executeTakeFirst();
     if (!workspace) throw new Problem('workspace_not_found', `No workspace ${input.workspaceId}.`);
-    const existing = await this.db.selectFrom('memberships').select('role')
-      .where('workspace_id', '=', workspace.id).where('user_id', '=', user.id).executeTakeFirst();
-    if (existing?.role === 'owner') throw new Problem('forbidden', 'The owner of a workspace keeps that role.');
-    if (existing) {
-      await this.db.updateTable('memberships').set({ role }).where('workspace_id', '=', workspace.id).where('user_id', '=', user.id).execute();
-    } else {
-      await this.db.insertInto('memberships').values({ workspace_id: workspace.id, user_id: user.id, role, created_at: isoNow() }).execute();
-    }
+    // One statement, not a read then a write: two runs at once (two operators) add the person once.
+    const result = await this.db.insertInto('memberships').values({ workspace_id: workspace.id, user_id: user.id, role, created_at: isoNow() })
+      .onConflict((oc) => oc.columns(['workspace_id', 'user_id']).doUpdateSet({ role }).where('memberships.role', '!=', 'owner'))
+      .executeTakeFirst();
+    if (Number(result.numInsertedOrUpdatedRows ?? 0n) === 0) throw new Problem('forbidden', 'The owner of a workspace keeps that role.');
   }
 
   async roleIn(userId: string, workspaceId: string): Promise<Role | null> {
