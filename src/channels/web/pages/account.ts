@@ -6,7 +6,7 @@ import {
 } from '../context.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { csrfField, field, notice, ruleError, type FieldErrors } from '../layout.ts';
-import { inboxCounts } from './inbox.ts';
+import { waitingOnYou } from './conversations.ts';
 
 /** Sign up, log in, log out, and the start page. */
 export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
@@ -16,7 +16,7 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
     const [agents, activeKeys, counts] = await Promise.all([
       ctx.services.agents.listForUser(session.userId),
       ctx.services.keys.countActive(session.userId),
-      inboxCounts(ctx, session.userId),
+      waitingOnYou(ctx, session.userId),
     ]);
     return render(request, reply, {
       title: 'Overview',

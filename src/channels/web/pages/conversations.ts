@@ -101,7 +101,8 @@ export interface WaitingOnYou {
   questions: number;
 }
 
-export function waitingOnYou(ctx: WebContext, userId: string, sessionId: string): Promise<WaitingOnYou> {
+/** What waits for this person: in one conversation, or (no session id) in the whole inbox. */
+export function waitingOnYou(ctx: WebContext, userId: string, sessionId?: string): Promise<WaitingOnYou> {
   return ctx.services.missions.countWaiting(userId, { sessionId });
 }
 

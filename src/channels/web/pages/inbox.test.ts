@@ -45,6 +45,15 @@ test('happy: an empty inbox says so', async () => {
   assert.match(res.body, /No open questions/);
 });
 
+test('happy: the overview counts what waits in the inbox, across conversations', async () => {
+  const { user, web } = await signedIn();
+  const tile = async () => /<span class="tile-num">(\d+)<\/span><span>waiting in the inbox<\/span>/.exec((await web.get('/')).body)?.[1];
+  assert.equal(await tile(), '0');
+  await say(user, '!action email Send the report');
+  await say(user, '!ask number How many copies?');
+  assert.equal(await tile(), '2');
+});
+
 test('a long inbox shows the oldest 200 actions, counts them all, and says the rest come as these are settled', async () => {
   const { user, web } = await signedIn();
   const first = await say(user, '!action email Mail number 1');

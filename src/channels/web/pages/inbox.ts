@@ -7,12 +7,7 @@ import { csrfField, notice, time } from '../layout.ts';
 import { PAGE_LIMIT } from '../../../domain/paging.ts';
 import { TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
 import { DECISIONS, REASON_MAX_LENGTH as REASON_MAX, type Decision } from '../../../services/missions.ts';
-import { preview } from './conversations.ts';
-
-/** How many actions and questions wait for the user. */
-export function inboxCounts(ctx: WebContext, userId: string): Promise<{ actions: number; questions: number }> {
-  return ctx.services.missions.countWaiting(userId);
-}
+import { preview, waitingOnYou } from './conversations.ts';
 
 /** The most actions, and questions, the inbox shows at once (the oldest first): the largest page a list gives. */
 const INBOX_SHOWS = PAGE_LIMIT.max;
@@ -119,7 +114,7 @@ async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: Fastif
     ctx.services.accounts.workspacesOf(session.userId),
   ]);
   // Counted only when a list has more than it shows (rarely): otherwise its length is the count.
-  const counts = moreActions || moreQuestions ? await inboxCounts(ctx, session.userId) : { actions: actions.length, questions: questions.length };
+  const counts = moreActions || moreQuestions ? await waitingOnYou(ctx, session.userId) : { actions: actions.length, questions: questions.length };
   const agentName = (id: string) => agents.find((a) => a.agent_id === id)?.name ?? id;
   // A question may be put to you in someone else's conversation (`!ask-user`), which you cannot
   // open: it is linked only for whom it opens; for the others, the agent's workspace says whose
