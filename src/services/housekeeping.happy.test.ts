@@ -16,13 +16,30 @@ test('expired idempotency records and duplicate-window claims are deleted; fresh
   await send(t, u, { text: 'claims the window' });
   const { housekeeping } = t.runtime.services;
   const now = await housekeeping.runOnce();
-  assert.deepEqual(now, { idempotencyKeys: 0, recentMessages: 0, rateLimitRows: 0, orphansClosed: 0, actionsFailed: 0, missionsSettled: 0 });
+  assert.deepEqual(now, { idempotencyKeys: 0, recentMessages: 0, rateLimitRows: 0, webSessions: 0, orphansClosed: 0, actionsFailed: 0, missionsSettled: 0 });
   const later = await housekeeping.runOnce(Date.now() + 25 * 3_600_000);
-  assert.deepEqual(later, { idempotencyKeys: 1, recentMessages: 2, rateLimitRows: 0, orphansClosed: 0, actionsFailed: 0, missionsSettled: 0 },
+  assert.deepEqual(later, { idempotencyKeys: 1, recentMessages: 2, rateLimitRows: 0, webSessions: 0, orphansClosed: 0, actionsFailed: 0, missionsSettled: 0 },
     'the keyed message claimed the window too');
   // After the window the same text is a new message again.
   const again = await send(t, u, { text: 'claims the window' });
   assert.equal(again.json().status, 'completed');
+});
+
+test('web app sessions that are over (idle too long, or past their end) are deleted by the sweep, with nobody logging in; live ones stay', async () => {
+  const { webSessions, housekeeping } = t.runtime.services;
+  const u = await t.user();
+  const idle = await webSessions.create(u.id);
+  const live = await webSessions.create(u.id);
+  const ended = await webSessions.create(u.id, new Date(Date.now() - 8 * 24 * 3_600_000)); // a week's end passed, seen just now
+  await webSessions.setLastSeen(ended.token, new Date());
+  await webSessions.setLastSeen(idle.token, new Date(Date.now() - (t.runtime.config.webSessionIdleMinutes + 1) * 60_000));
+  const rows = () => t.runtime.store.db.selectFrom('web_sessions').select('id').where('user_id', '=', u.id).execute();
+  assert.equal((await rows()).length, 3);
+
+  const swept = await housekeeping.runOnce();
+  assert.equal(swept.webSessions, 2);
+  assert.equal((await rows()).length, 1);
+  assert.ok(await webSessions.resolve(live.token), 'the live session still signs its person in');
 });
 
 test('the periodic sweep closes orphaned missions by itself, with nobody listing or deciding', async () => {

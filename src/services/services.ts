@@ -10,6 +10,7 @@ import { KeysService } from './keys.ts';
 import { Housekeeping } from './housekeeping.ts';
 import { MissionsService } from './missions.ts';
 import { TurnWorker } from './turn-worker.ts';
+import { WebSessionsService } from './web-sessions.ts';
 
 /** Every use case, wired once; channels and the CLI reach them through this object. */
 export interface Services {
@@ -18,6 +19,7 @@ export interface Services {
   agents: AgentsService;
   conversations: ConversationsService;
   missions: MissionsService;
+  webSessions: WebSessionsService;
   housekeeping: Housekeeping;
 }
 
@@ -41,8 +43,9 @@ export function createServices({ store, config, engine, brain, tools }: ServiceD
   });
   const missions = new MissionsService({ store, engine, brain });
   engine.setHandler(new TurnWorker({ store, brain, tools }));
+  const webSessions = new WebSessionsService({ store, idleMinutes: config.webSessionIdleMinutes });
   const housekeeping = new Housekeeping({
-    store, missions, idempotencyTtlMs: config.idempotencyTtlMs, duplicateWindowMs: config.duplicateWindowMs,
+    store, missions, webSessions, idempotencyTtlMs: config.idempotencyTtlMs, duplicateWindowMs: config.duplicateWindowMs,
   });
-  return { accounts, keys, agents, conversations, missions, housekeeping };
+  return { accounts, keys, agents, conversations, missions, webSessions, housekeeping };
 }

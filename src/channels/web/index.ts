@@ -6,7 +6,6 @@ import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import { randomBase62 } from '../../domain/ids.ts';
 import { findUnstorableText, Problem, unstorableTextProblem } from '../../domain/problems.ts';
 import type { Runtime } from '../../runtime.ts';
-import { WebSessionsService } from '../../services/web-sessions.ts';
 import { collapseRepeatedParameters, errorPage, formValue, PRE_COOKIE, SESSION_COOKIE, cookieOptions, tokensEqual, wantsJson, type WebContext } from './context.ts';
 import { Sealer } from './flash.ts';
 import { LoginThrottle, type ThrottleOptions } from './throttle.ts';
@@ -47,7 +46,7 @@ function loadAsset(name: string, type: string): Asset {
  */
 export function webChannel(runtime: Runtime, options: WebChannelOptions = {}) {
   return async function register(scope: FastifyInstance): Promise<void> {
-    const sessions = new WebSessionsService({ store: runtime.store, idleMinutes: runtime.config.webSessionIdleMinutes });
+    const sessions = runtime.services.webSessions;
     const ctx: WebContext = {
       services: runtime.services,
       config: runtime.config,

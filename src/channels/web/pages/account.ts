@@ -115,8 +115,6 @@ async function startSession(ctx: WebContext, request: FastifyRequest, reply: Fas
   const { token } = await ctx.sessions.create(userId);
   reply.setCookie(SESSION_COOKIE, token, cookieOptions(request));
   reply.clearCookie(PRE_COOKIE, cookieOptions(request));
-  // Sessions that ran out without a visit are otherwise deleted only when seen: tidy up now and then.
-  ctx.sessions.sweep().catch((error: unknown) => request.log.warn({ err: error }, 'web session sweep failed'));
 }
 
 const EMAIL_ERROR = 'Enter an email address, such as name@example.com (at most 254 characters).';
