@@ -111,6 +111,18 @@ test('Redis out of reach from the start is logged, naming Redis, even though it 
     const lines = redisless.output().split('\n').filter((line) => line.includes('Redis'));
     assert.equal(lines.length, 1, `one line, once per outage:\n${redisless.output()}`);
     assert.match(lines[0]!, /"level":50.*"err":\{.*ECONNREFUSED 127\.0\.0\.1:1/);
+
+    // Meanwhile each API request is a 503 with one brief warn line: no stack for each of them.
+    const ownEnv = { ...databaseEnv(own), SCRYPT_COST_LOG2: '10' };
+    assert.equal((await runCli(ownEnv, 'users', 'create', '--email', 'redisless@example.test', '--password', 'correct horse')).code, 0);
+    const created = await runCli(ownEnv, 'keys', 'create', '--email', 'redisless@example.test', '--label', 'redisless');
+    const res = await fetch(`${redisless.url}${API}/agents`, { headers: { authorization: `Bearer ${created.stdout.trim()}` } });
+    assert.equal(res.status, 503);
+    const requestId = res.headers.get('x-request-id')!;
+    const warned = () => redisless.output().split('\n').find((line) => line.includes(requestId) && line.includes('rate limit store unavailable'));
+    while (!warned() && Date.now() < deadline + 10_000) await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.match(warned() ?? '', /"level":40/, `a warn line for the request:\n${redisless.output()}`);
+    assert.doesNotMatch(warned()!, /"stack"/);
   } finally {
     await redisless.kill('SIGTERM');
   }

@@ -29,8 +29,9 @@ export function installKeyAuth(app: FastifyInstance, deps: { keys: KeysService; 
     try {
       verdict = await deps.rateLimiter.take(key.keyId, key.rateLimit);
     } catch (error) {
-      // No count, no request (never more than L a minute); not the client's fault, and brief.
-      request.log.warn({ err: error }, 'rate limit store unavailable');
+      // No count, no request (never more than L a minute); not the client's fault, and brief:
+      // one warn line without a stack, as for the database (the outage itself is logged once).
+      request.log.warn({ cause: (error as { code?: unknown }).code, reason: (error as Error).message }, 'rate limit store unavailable');
       return sendProblem(request, reply, new Problem('service_unavailable', 'The key\'s rate limit cannot be checked just now; retry in a moment.'));
     }
     reply.header('RateLimit-Policy', `"key";q=${verdict.limit};w=60`);
