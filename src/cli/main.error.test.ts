@@ -81,6 +81,11 @@ test('a setting or a database that cannot work stops serve and the CLI with one 
     [{ DATABASE_URL: 'postgres://127.0.0.1:1/test?schema=mine' }, ['keys', 'list', '--email', 'x@example.test'],
       /^agent-channel: cannot connect to the PostgreSQL database at DATABASE_URL postgres:\/\/127\.0\.0\.1:1\/test\?schema=mine: connect ECONNREFUSED/],
     [{ LOG_LEVEL: 'verbose' }, ['serve'], /^agent-channel: LOG_LEVEL must be one of/],
+    // A bare path, the likeliest slip: echoed whole (it holds no password), with the form that works.
+    [{ DATABASE_URL: './data/mine.db' }, ['keys', 'list', '--email', 'x@example.test'],
+      /^agent-channel: DATABASE_URL must start with sqlite: or postgres:\/\/ \(got "\.\/data\/mine\.db"; a SQLite file is written sqlite:\.\/data\/mine\.db\)$/],
+    [{ DATABASE_URL: 'mysql://root:hunter2@db/app' }, ['keys', 'list', '--email', 'x@example.test'],
+      /^agent-channel: DATABASE_URL must start with sqlite: or postgres:\/\/ \(got "mysql:…"\)$/],
     [{ DATABASE_URL: `sqlite:${tmpdir()}` }, ['users', 'create', '--email', 'x@example.test', '--password', 'correct horse'],
       /^agent-channel: cannot open the SQLite database .+: unable to open database file$/],
     // A folder that cannot be made (Node's own recursive mkdir loops for ever under /proc).

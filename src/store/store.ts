@@ -104,7 +104,9 @@ export async function openStore(url: string = DEFAULT_DATABASE_URL, options: Ope
 
 function openSqlite(url: string, synchronous: SqliteSynchronous | undefined): Store {
   if (!url.startsWith('sqlite:')) {
-    throw new Error(`DATABASE_URL must start with sqlite: or postgres:// (got "${url.split(':')[0]}:…")`);
+    // Only the scheme is echoed (what follows may hold a password); a bare path has none to hide.
+    const got = url.includes(':') ? `"${url.split(':')[0]}:…"` : `"${url}"; a SQLite file is written sqlite:${url}`;
+    throw new Error(`DATABASE_URL must start with sqlite: or postgres:// (got ${got})`);
   }
   const path = url.slice('sqlite:'.length) || DEFAULT_DATABASE_URL.slice('sqlite:'.length);
   let database;
