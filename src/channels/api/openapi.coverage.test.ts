@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { judgeByType } from '../../brains/builtin.ts';
 import { ID_PREFIXES, looksLikeId, type IdKind } from '../../domain/ids.ts';
 import { API, startTestApp, type TestApp } from '../../testing/harness.ts';
 import { HEADERS } from './openapi.ts';
@@ -126,6 +127,14 @@ test('the bounds the server enforces are in the document: text length, the forma
   const pattern = new RegExp(afterParameter.schema.pattern);
   assert.ok(pattern.test(afterParameter.schema.example));
   for (const wrong of ['2026-11-22T12:34:56Z', '2026-11-22T12:34:56.789012+00:00', '2026-11-22T12:34:56.7890123Z']) assert.ok(!pattern.test(wrong), wrong);
+});
+
+test('the questions\' examples tell one story: the example answer fits the example answer_type, and the example refusal is that type\'s', () => {
+  const type = doc.components.schemas.OpenQuestion.properties.answer_type.example;
+  const answer = doc.paths[`${API}/questions/answers`].post.requestBody.content['application/json'].schema.anyOf[0].items.properties.text.example;
+  const refusal = doc.components.schemas.AnswerResult.anyOf[0].properties.reason.example;
+  assert.deepEqual(judgeByType(type, answer), { accepted: true }, `"${answer}" answers a ${type} question`);
+  assert.equal(judgeByType(type, 'not at all the kind').reason, refusal, `the example refusal is what a ${type} question says`);
 });
 
 test('every component schema is one the document refers to', () => {

@@ -9,7 +9,7 @@ export const QuestionSchema = z.object({
   session_id: z.string().meta({ description: 'The session whose transcript shows the outcome.' }),
   agent_id: z.string(),
   mission_id: z.string().meta({ description: 'The mission that waits for the answer.' }),
-  answer_type: z.string().meta({ description: 'The kind of answer that fits: text, number, date (YYYY-MM-DD), email, yesno, or choice:a|b|c.', example: 'yesno' }),
+  answer_type: z.string().meta({ description: 'The kind of answer that fits: text, number, date (YYYY-MM-DD), email, yesno, or choice:a|b|c.', example: 'number' }),
   asked_of: z.string().meta({ description: 'The user id the question was put to (you, or another member when the mission is yours).' }),
   created_at: z.string().meta({ description: 'When it was asked (RFC 3339 UTC).' }),
 }).meta({ id: 'OpenQuestion' });
