@@ -138,5 +138,10 @@ test('keys list keeps one key per line even for a label stored with a tab or lin
 test('--help and -h print the usage and exit 0; a value starting with a dash is given as --flag=value', async () => {
   assert.match(await ok('--help'), /keys create --email E --label L/);
   assert.match(await ok('keys', 'list', '-h'), /^agent-channel <command>/);
+  // The server's settings are not flags: a newcomer's `serve --port` is told where they are.
+  assert.match(await ok('--help'), /environment variables \(PORT, HOST, LOG_LEVEL, …\)/);
+  const flagged = await runCli(env, 'serve', '--port', '9000');
+  assert.equal(flagged.code, 2);
+  assert.match(flagged.stderr, /Unknown option '--port'[\s\S]*PORT=9000 agent-channel serve/);
   await ok('users', 'create', '--email', 'dash@example.test', '--password=-starts-with-a-dash');
 });

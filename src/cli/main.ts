@@ -19,7 +19,9 @@ const USAGE = `agent-channel <command> [flags]
   workspaces list --email E
   workspaces add-member --workspace W --email E --role member|admin
 
-DATABASE_URL selects the database (default sqlite:./data/agent-channel.db).`;
+DATABASE_URL selects the database (default sqlite:./data/agent-channel.db).
+serve takes no flags: its settings are environment variables (PORT, HOST, LOG_LEVEL, …),
+each described in the README's Configuration table, e.g. PORT=9000 agent-channel serve.`;
 
 type Flags = Record<string, string | undefined>;
 type Command = (services: Services, flags: Flags, out: (line: string) => void) => Promise<void>;
