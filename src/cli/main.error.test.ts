@@ -121,6 +121,21 @@ test('a HOST that cannot be listened on stops serve before the database is opene
   assert.deepEqual(readdirSync(folder), [], 'nothing was created');
 });
 
+test('DATABASE_URL sqlite://<path> is refused, naming the form that works, instead of making a database from the root', async () => {
+  const folder = mkdtempSync(join(tmpdir(), 'agent-channel-url-'));
+  after(() => rmSync(folder, { recursive: true, force: true }));
+  // folder is absolute: sqlite:/ + /tmp/… is sqlite://tmp/…, which was read as the path //tmp/…, that is /tmp/…
+  // (and sqlite://./data/x.db as /data/x.db).
+  const refused = await runCli({ DATABASE_URL: `sqlite:/${folder}/x.db` }, 'keys', 'list', '--email', 'x@example.test');
+  assert.equal(refused.code, 1, refused.stderr);
+  assert.match(refused.stderr.trim(), /^agent-channel: DATABASE_URL must be sqlite:<path>, such as sqlite:\.\/data\/agent-channel\.db .*\(got "sqlite:\/\/tmp\//);
+  assert.deepEqual(readdirSync(folder), [], 'nothing was created');
+  // sqlite:///<absolute path> is that absolute path, as in a file: URL.
+  const absolute = await runCli({ DATABASE_URL: `sqlite://${folder}/y.db` }, 'keys', 'list', '--email', 'x@example.test');
+  assert.match(absolute.stderr, /No user with email/);
+  assert.ok(readdirSync(folder).includes('y.db'));
+});
+
 test('a database that accepts the connection and never answers stops serve at start, naming DATABASE_URL, instead of hanging', { timeout: 90_000 }, async () => {
   const blackHole = await startBlackHole();
   after(() => blackHole.close());

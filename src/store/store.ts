@@ -109,6 +109,12 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined): St
     throw new Error(`DATABASE_URL must start with sqlite: or postgres:// (got ${got})`);
   }
   const path = url.slice('sqlite:'.length) || DEFAULT_DATABASE_URL.slice('sqlite:'.length);
+  // `sqlite://./data/x.db` would be the path //./data/x.db, that is /data/x.db: a database made
+  // from the root, whatever was meant. Only sqlite:<path>, or sqlite:///<absolute path>, is taken.
+  if (path.startsWith('//') && !path.startsWith('///')) {
+    throw new Error(`DATABASE_URL must be sqlite:<path>, such as sqlite:./data/agent-channel.db or sqlite:/var/lib/agent-channel.db (got "${url}": `
+      + `after sqlite:// it would be read as a path from the root, ${resolve(path)})`);
+  }
   let database;
   try {
     if (path !== ':memory:') makeFolder(dirname(resolve(path)));
