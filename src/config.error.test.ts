@@ -54,6 +54,14 @@ test('REQUEST_TIMEOUT_MS: 60 s unless set, from 1 s to an hour', () => {
   assert.throws(() => loadConfig({ REQUEST_TIMEOUT_MS: '10' }), /REQUEST_TIMEOUT_MS must be an integer between 1000 and 3600000/);
 });
 
+test('a key\'s default limit and the web chat\'s are bounded by MAX_RATE_LIMIT_PER_MINUTE, which the refusal names', () => {
+  for (const name of ['DEFAULT_RATE_LIMIT_PER_MINUTE', 'WEB_CHAT_RATE_LIMIT_PER_MINUTE']) {
+    assert.throws(() => loadConfig({ [name]: '20000' }),
+      new RegExp(`^Error: ${name} must be an integer between 1 and 10000 \\(MAX_RATE_LIMIT_PER_MINUTE: raise it for more\\) \\(got "20000"\\)$`));
+    assert.doesNotThrow(() => loadConfig({ [name]: '20000', MAX_RATE_LIMIT_PER_MINUTE: '20000' }));
+  }
+});
+
 test('REDIS_URL, when Redis counts the rate limits, is a redis:// or rediss:// URL; the value is never echoed (it may hold a password)', () => {
   for (const bad of ['redis://127.0.0.1:6379x', 'notaurl', 'redis://:secret@127.0.0.1:port']) {
     assert.throws(() => loadConfig({ RATE_LIMIT_STORE: 'redis', REDIS_URL: bad }),

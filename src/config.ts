@@ -37,13 +37,14 @@ export interface Config {
 /** pino's levels. */
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+/** `maxFrom`: the setting the maximum comes from, named so that the way to a higher one is known. */
+function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number, maxFrom?: string): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   // Written as a plain decimal integer: Number() would also take "1e3", "0x1F" or " 80 ".
   const value = /^-?\d+$/.test(raw) ? Number(raw) : Number.NaN;
   if (!Number.isInteger(value) || value < min || value > max) {
-    throw new Error(`${name} must be an integer between ${min} and ${max} (got "${raw}")`);
+    throw new Error(`${name} must be an integer between ${min} and ${max}${maxFrom ? ` (${maxFrom}: raise it for more)` : ''} (got "${raw}")`);
   }
   return value;
 }
@@ -120,9 +121,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     waitCeilingMs: int(env, 'WAIT_CEILING_MS', 25_000, 0, 600_000),
     duplicateWindowMs: int(env, 'DUPLICATE_WINDOW_MS', 10_000, 0, 3_600_000),
     idempotencyTtlMs: int(env, 'IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 30) * 3_600_000,
-    defaultRateLimitPerMinute: int(env, 'DEFAULT_RATE_LIMIT_PER_MINUTE', 60, 1, maxRateLimitPerMinute),
+    defaultRateLimitPerMinute: int(env, 'DEFAULT_RATE_LIMIT_PER_MINUTE', 60, 1, maxRateLimitPerMinute, 'MAX_RATE_LIMIT_PER_MINUTE'),
     maxRateLimitPerMinute,
-    webChatRateLimitPerMinute: int(env, 'WEB_CHAT_RATE_LIMIT_PER_MINUTE', 60, 1, maxRateLimitPerMinute),
+    webChatRateLimitPerMinute: int(env, 'WEB_CHAT_RATE_LIMIT_PER_MINUTE', 60, 1, maxRateLimitPerMinute, 'MAX_RATE_LIMIT_PER_MINUTE'),
     rateLimitStore,
     redisUrl,
     freeAgentLimit: int(env, 'FREE_PLAN_AGENT_LIMIT', 1, 0, 1_000_000),
