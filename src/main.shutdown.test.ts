@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { connect } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { openStore } from './store/store.ts';
 import { startFreezableProxy, throughPort } from './testing/frozen-database.ts';
@@ -135,3 +137,40 @@ test('SIGTERM while the database has frozen (it holds its connections and never 
     await proxy.close();
   }
 });
+
+test('npm start: a SIGTERM sent to npm alone (a supervisor, docker stop) reaches the server, which shuts down in order instead of running on orphaned', { skip: TEST_DB !== 'sqlite' && 'one pass is enough', timeout: 60_000 }, async () => {
+  const npm = spawn('npm', ['start'], {
+    cwd: fileURLToPath(new URL('..', import.meta.url)),
+    env: { ...process.env, ...seeded.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  for (const stream of [npm.stdout!, npm.stderr!]) stream.setEncoding('utf8').on('data', (chunk: string) => { output += chunk; });
+  const npmExited = new Promise((resolve) => npm.once('exit', resolve));
+  let serverPid: number | undefined;
+  try {
+    while (!/Server listening at/.test(output)) {
+      assert.equal(npm.exitCode, null, output);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    serverPid = Number(/"pid":(\d+)[^\n]*Server listening at/.exec(output)![1]);
+    npm.kill('SIGTERM');
+    await npmExited;
+    const deadline = Date.now() + 15_000;
+    while (isRunning(serverPid) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(isRunning(serverPid), false, `the server (pid ${serverPid}) still runs after npm took SIGTERM:\n${output}`);
+    assert.match(output, /"signal":"SIGTERM"[^\n]*"msg":"shutting down"/);
+  } finally {
+    npm.kill('SIGKILL');
+    if (serverPid && isRunning(serverPid)) process.kill(serverPid, 'SIGKILL');
+  }
+});
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
