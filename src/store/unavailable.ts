@@ -32,8 +32,9 @@ export function isStoreUnavailable(error: unknown): boolean {
 }
 
 /**
- * What a log line says of a database that is away (see isStoreUnavailable): its code and words,
- * without a stack, which would say nothing more and, once per request, drown the log.
+ * What a log line says of a store that is away (the database, see isStoreUnavailable; or Redis):
+ * its code and words, without a stack, which would say nothing more and, once per request, drown
+ * the log.
  */
 export function storeOutageFields(error: unknown): { cause: unknown; reason: unknown } {
   const e = (error ?? {}) as { code?: unknown; message?: unknown };

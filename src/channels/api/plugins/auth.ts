@@ -4,6 +4,7 @@ import type { AuthenticatedKey, KeysService } from '../../../services/keys.ts';
 import type { RateLimiter } from '../../../ratelimit/rate-limiter.ts';
 import { sendProblem, UNAUTHORIZED } from '../problem-reply.ts';
 import { sentMoreThanOnce } from '../repeated-header.ts';
+import { storeOutageFields } from '../../../store/unavailable.ts';
 import type { GetBodyJudge } from '../../json-body.ts';
 
 declare module 'fastify' {
@@ -31,7 +32,7 @@ export function installKeyAuth(app: FastifyInstance, deps: { keys: KeysService; 
     } catch (error) {
       // No count, no request (never more than L a minute); not the client's fault, and brief:
       // one warn line without a stack, as for the database (the outage itself is logged once).
-      request.log.warn({ cause: (error as { code?: unknown }).code, reason: (error as Error).message }, 'rate limit store unavailable');
+      request.log.warn(storeOutageFields(error), 'rate limit store unavailable');
       return sendProblem(request, reply, new Problem('service_unavailable', 'The key\'s rate limit cannot be checked just now; retry in a moment.'));
     }
     reply.header('RateLimit-Policy', `"key";q=${verdict.limit};w=60`);
