@@ -1,3 +1,4 @@
+import type { z } from 'zod';
 /** Problem codes of the contract (§0) and the one error type every layer throws. */
 
 export const PROBLEMS = {
@@ -56,6 +57,13 @@ export class Problem extends Error {
     const detail = errors.map((e) => `${e.path || '(body)'}: ${e.message}`).join('; ');
     return new Problem('validation_failed', detail || 'The request is invalid.', { errors });
   }
+}
+
+/** Parses with zod or throws validation_failed; `field` names the value when the schema is not an object. */
+export function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown, field = ''): T {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  throw Problem.validation(result.error.issues.map((i) => ({ path: [field, ...i.path].filter((p) => p !== '').join('.'), message: i.message })));
 }
 
 export const TEXT_MAX_LENGTH = 32_000;

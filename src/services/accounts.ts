@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { Kysely } from 'kysely';
 import { newId, randomBase62 } from '../domain/ids.ts';
 import { hashPassword, verifyPassword } from '../domain/password.ts';
-import { Problem } from '../domain/problems.ts';
+import { parseOrThrow, Problem } from '../domain/problems.ts';
 import type { DB, Plan, Role, User } from '../store/schema.ts';
 import { isUniqueViolation, type Store } from '../store/store.ts';
 import { isoNow } from './clock.ts';
@@ -23,13 +23,6 @@ export const RoleSchema = z.enum(['member', 'admin']);
 export interface AccountsDeps {
   store: Store;
   scryptCostLog2: number;
-}
-
-/** Parses with zod or throws validation_failed; `field` names the value when the schema is not an object. */
-export function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown, field = ''): T {
-  const result = schema.safeParse(value);
-  if (result.success) return result.data;
-  throw Problem.validation(result.error.issues.map((i) => ({ path: [field, ...i.path].filter((p) => p !== '').join('.'), message: i.message })));
 }
 
 export class AccountsService {

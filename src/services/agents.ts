@@ -1,14 +1,13 @@
 import type { Kysely } from 'kysely';
 import { z } from 'zod';
 import { looksLikeId, newId } from '../domain/ids.ts';
-import { Problem } from '../domain/problems.ts';
+import { parseOrThrow, Problem } from '../domain/problems.ts';
 import type { Agent, DB, Plan } from '../store/schema.ts';
 import { AccountReadCache } from '../store/account-cache.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
 import { isoNowOf } from '../store/shared-clock.ts';
 import type { AccountsService } from './accounts.ts';
-import { parseOrThrow } from './accounts.ts';
 
 export const CreateAgentSchema = z.object({
   agent_name: z.string().trim().min(1, 'is required').max(100, 'must be at most 100 characters')

@@ -1,11 +1,10 @@
 import { z } from 'zod';
 import { effectiveKeyStatus, generateApiKey, hashSecret, parseBearer, secretMatches, type KeyStatus } from '../domain/api-key.ts';
-import { Problem } from '../domain/problems.ts';
+import { parseOrThrow, Problem } from '../domain/problems.ts';
 import type { ApiKey } from '../store/schema.ts';
 import { AccountReadCache } from '../store/account-cache.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
-import { parseOrThrow } from './accounts.ts';
 import { isoNow } from './clock.ts';
 import { isoNowOf } from '../store/shared-clock.ts';
 

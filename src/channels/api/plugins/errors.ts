@@ -75,8 +75,10 @@ export function toProblem(error: FastifyError | Error): Problem {
   // The database is away (restarting, unreachable, its disk full): not the client's doing, nor a
   // fault in our code; the same request a moment later may well succeed.
   if (isStoreUnavailable(error)) return new Problem('service_unavailable', 'The database cannot be reached just now; send the request again in a moment.');
-  if (hasZodFastifySchemaValidationErrors(error)) {
-    return Problem.validation(error.validation.map((issue) => ({
+  // A route schema's verdict (zod through the type provider, or Fastify's own): dotted field paths.
+  const validation = hasZodFastifySchemaValidationErrors(error) ? error.validation : (error as FastifyError).validation;
+  if (validation) {
+    return Problem.validation(validation.map((issue) => ({
       path: issue.instancePath.replace(/^\//, '').replaceAll('/', '.'),
       message: issue.message ?? 'is invalid',
     })));
@@ -90,11 +92,6 @@ export function toProblem(error: FastifyError | Error): Problem {
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new Problem('malformed_json', 'The body is not valid JSON.');
-  }
-  if (fastifyError.validation) {
-    return Problem.validation(fastifyError.validation.map((v) => ({
-      path: v.instancePath.replace(/^\//, '').replaceAll('/', '.'), message: v.message ?? 'is invalid',
-    })));
   }
   if (error instanceof SyntaxError || fastifyError.statusCode === 400) {
     return new Problem('malformed_json', 'The request could not be parsed.');
