@@ -75,3 +75,9 @@ test('REDIS_URL, when Redis counts the rate limits, is a redis:// or rediss:// U
   assert.equal(loadConfig({ RATE_LIMIT_STORE: 'redis' }).redisUrl, 'redis://127.0.0.1:6379');
   assert.equal(loadConfig({ REDIS_URL: 'notaurl' }).rateLimitStore, 'auto', 'not judged while Redis is not the rate limit store');
 });
+
+test('PG_POOL_SIZE is 10 unless set, from 2 to 1000', () => {
+  assert.equal(loadConfig({}).pgPoolSize, 10);
+  assert.equal(loadConfig({ PG_POOL_SIZE: '40' }).pgPoolSize, 40);
+  for (const bad of ['1', '1001', 'ten']) assert.throws(() => loadConfig({ PG_POOL_SIZE: bad }), /PG_POOL_SIZE/);
+});

@@ -9,6 +9,8 @@ export interface Config {
   host: string;
   databaseUrl: string;
   sqliteSynchronous: SqliteSynchronous;
+  /** PostgreSQL: the most connections this instance opens for its work (LISTEN takes one more). */
+  pgPoolSize: number;
   logLevel: string;
   /** The longest a client may take to send a whole request (headers and body); then 408. */
   requestTimeoutMs: number;
@@ -116,6 +118,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: env.HOST || '127.0.0.1',
     databaseUrl: env.DATABASE_URL || DEFAULT_DATABASE_URL,
     sqliteSynchronous: sqliteSynchronous as SqliteSynchronous,
+    pgPoolSize: int(env, 'PG_POOL_SIZE', 10, 2, 1000),
     logLevel,
     requestTimeoutMs: int(env, 'REQUEST_TIMEOUT_MS', 60_000, 1_000, 3_600_000),
     waitCeilingMs: int(env, 'WAIT_CEILING_MS', 25_000, 0, 600_000),

@@ -26,7 +26,7 @@ export async function createRuntime(
   config: Config, storeOptions: OpenStoreOptions = {}, logError: (error: unknown, context: string) => void = () => {},
   tools: ToolRegistry = builtinToolRegistry(),
 ): Promise<Runtime> {
-  const store = await openStore(config.databaseUrl, { sqliteSynchronous: config.sqliteSynchronous, ...storeOptions });
+  const store = await openStore(config.databaseUrl, { sqliteSynchronous: config.sqliteSynchronous, pgPoolSize: config.pgPoolSize, ...storeOptions });
   let engine: TurnEngine | undefined;
   let bus: Bus;
   try {
