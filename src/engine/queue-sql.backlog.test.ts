@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { sql, type RawBuilder } from 'kysely';
 import { send } from '../testing/conversation.ts';
 import { startTestApp, TEST_DB, type TestApp } from '../testing/harness.ts';
-import { claimInTransaction, findClaimable, findClaimableQuery, isStartableQuery, oldestQueuedQuery } from './queue-sql.ts';
+import { claimInTransaction, findClaimable, findClaimableQuery, finishedJobs, isStartableQuery, oldestQueuedQuery } from './queue-sql.ts';
 
 /**
  * A long line for one busy agent: finding what may start looks at the head of each agent's line,
@@ -131,4 +131,13 @@ test('several lines at once: each agent starts as many as it has room for, the f
   } finally {
     await db.deleteFrom('jobs').where('agent_id', 'like', 'agt_lines_%').execute();
   }
+});
+
+test('the finished jobs among more waiting requests than a statement takes parameters (70,000) are found, not an error', async () => {
+  const { db } = t.runtime.store;
+  const done = (await db.selectFrom('jobs').select('id').where('status', '=', 'done').execute()).map((row) => Number(row.id));
+  assert.equal(done.length, 2, 'the two turns sent before the backlog');
+  const waitedOn = [...Array.from({ length: 70_000 }, (_, i) => 10_000_000 + i), ...done, ids.runningA, ids.firstQueuedA];
+  const finished = await finishedJobs(db, waitedOn);
+  assert.deepEqual(finished.map((job) => job.id).sort((a, b) => a - b), done.sort((a, b) => a - b));
 });

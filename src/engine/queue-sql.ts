@@ -268,10 +268,18 @@ export async function getJob(db: Kysely<DB>, id: number): Promise<Job | undefine
 
 /** Those of these jobs that have finished, in one read (an empty list reads nothing). */
 export async function finishedJobs(db: Kysely<DB>, ids: number[]): Promise<Job[]> {
-  if (ids.length === 0) return [];
-  const rows = await db.selectFrom('jobs').select(JOB_COLUMNS).where('id', 'in', ids).where('status', 'in', ['done', 'failed']).execute();
-  return rows.map(normalize);
+  const found: Job[] = [];
+  // A statement holds at most 32,766 parameters on SQLite (65,535 on PostgreSQL), and a busy
+  // instance may hold more waiting requests than that: asked a slice at a time.
+  for (let start = 0; start < ids.length; start += IDS_PER_STATEMENT) {
+    const slice = ids.slice(start, start + IDS_PER_STATEMENT);
+    const rows = await db.selectFrom('jobs').select(JOB_COLUMNS).where('id', 'in', slice).where('status', 'in', ['done', 'failed']).execute();
+    for (const row of rows) found.push(normalize(row));
+  }
+  return found;
 }
+
+const IDS_PER_STATEMENT = 1000;
 
 /** The payloads of a session's (or, with null, every session's) continuations still queued or running, other than `exceptJobId`. */
 export async function openContinuationPayloads(db: Kysely<DB>, sessionId: string | null, exceptJobId: number | null): Promise<unknown[]> {
