@@ -62,8 +62,8 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number
  */
 export function parseTrustProxy(raw: string | undefined): boolean | string[] {
   const value = (raw ?? '').trim();
-  if (value === '' || value === 'false') return false;
-  if (value === 'true') return true;
+  if (value === '' || value.toLowerCase() === 'false') return false;
+  if (value.toLowerCase() === 'true') return true;
   const entries = value.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
   const refused = (why: string) => new Error(`TRUST_PROXY must be false, the proxies' addresses or ranges (e.g. 10.0.0.5,10.1.0.0/16,loopback), `
     + `or true (believes every X-Forwarded-For hop): ${why} (got "${raw}")`);
@@ -98,10 +98,10 @@ function checkRedisUrl(raw: string): void {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const maxRateLimitPerMinute = int(env, 'MAX_RATE_LIMIT_PER_MINUTE', 10_000, 1, 100_000_000);
   // Unset: follow the database (memory on SQLite, postgres on PostgreSQL); see ratelimit/select.ts.
-  const rateLimitStore = env.RATE_LIMIT_STORE || 'auto';
+  const rateLimitStore = (env.RATE_LIMIT_STORE || 'auto').toLowerCase();
   if (!isRateLimitStore(rateLimitStore)) {
     const named = RATE_LIMIT_STORES.filter((store) => store !== 'auto').map((store) => `"${store}"`).join(', ');
-    throw new Error(`RATE_LIMIT_STORE must be one of ${named}, or unset to follow the database (got "${rateLimitStore}")`);
+    throw new Error(`RATE_LIMIT_STORE must be one of ${named}, or unset to follow the database (got "${env.RATE_LIMIT_STORE}")`);
   }
   // Refused here already, so that a misconfigured server stops before it opens anything.
   if (rateLimitStore === 'postgres' && !isPostgresUrl(env.DATABASE_URL ?? '')) throw new Error(POSTGRES_LIMITER_NEEDS_POSTGRES);
@@ -111,8 +111,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!SQLITE_SYNCHRONOUS_MODES.includes(sqliteSynchronous as SqliteSynchronous)) {
     throw new Error(`SQLITE_SYNCHRONOUS must be ${SQLITE_SYNCHRONOUS_MODES.map((mode) => `"${mode}"`).join(' or ')} (got "${env.SQLITE_SYNCHRONOUS}")`);
   }
-  const logLevel = env.LOG_LEVEL || 'info';
-  if (!LOG_LEVELS.includes(logLevel)) throw new Error(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${logLevel}")`);
+  const logLevel = (env.LOG_LEVEL || 'info').toLowerCase();
+  if (!LOG_LEVELS.includes(logLevel)) throw new Error(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${env.LOG_LEVEL}")`);
   return {
     port: int(env, 'PORT', 8080, 0, 65535),
     host: env.HOST || '127.0.0.1',
