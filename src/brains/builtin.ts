@@ -1,6 +1,7 @@
 import type { AnswerVerdict, Brain, BrainContext, BrainInput, BrainResult, QuestionRef } from './brain.ts';
 import { BrainFailure } from './brain.ts';
 import { noToolReply } from './tools.ts';
+import { EmailSchema } from '../domain/email.ts';
 
 export const MAX_SLEEP_MS = 600_000;
 const ANSWER_TYPES = ['text', 'number', 'date', 'email', 'yesno'];
@@ -108,7 +109,7 @@ export function judgeByType(answerType: string, rawAnswer: string): AnswerVerdic
     case 'date':
       return isCalendarDate(answer) ? { accepted: true } : { accepted: false, reason: 'A date is missing: answer as YYYY-MM-DD, e.g. 2026-12-31.' };
     case 'email':
-      return /^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(answer) && answer.length <= 254
+      return EmailSchema.safeParse(answer).success
         ? { accepted: true } : { accepted: false, reason: 'An email address is missing, e.g. name@example.com.' };
     case 'yesno':
       return /^(yes|no|y|n)$/i.test(answer) ? { accepted: true } : { accepted: false, reason: 'A yes or no is missing: answer yes or no.' };

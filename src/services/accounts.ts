@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Kysely } from 'kysely';
 import { newId, randomBase62 } from '../domain/ids.ts';
 import { hashPassword, verifyPassword } from '../domain/password.ts';
+import { EmailSchema } from '../domain/email.ts';
 import { parseOrThrow, Problem } from '../domain/problems.ts';
 import type { DB, Plan, Role, User } from '../store/schema.ts';
 import { isUniqueViolation, type Store } from '../store/store.ts';
@@ -15,7 +16,6 @@ export interface WorkspaceView {
   personal: boolean;
 }
 
-export const EmailSchema = z.string().trim().toLowerCase().max(254).pipe(z.email({ message: 'must be an email address' }));
 export const PasswordSchema = z.string().min(8, 'must be at least 8 characters').max(256);
 export const PlanSchema = z.enum(['free', 'pro']);
 export const RoleSchema = z.enum(['member', 'admin']);

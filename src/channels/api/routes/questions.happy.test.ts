@@ -46,7 +46,8 @@ const judging: Array<[type: string, fits: string[], misfits: Array<[answer: stri
   ['text', ['anything at all', ' padded '], [['   ', /empty|missing/i]]],
   ['number', ['42', '-3.5', '1e3', '.5'], [['forty-two', /number is missing/i], ['12 apples', /number/i], ['', /missing/i]]],
   ['date', ['2026-12-31', '2024-02-29'], [['31/12/2026', /date is missing.*YYYY-MM-DD/i], ['2026-02-30', /date/i], ['2025-02-29', /date/i]]],
-  ['email', ['name@example.com'], [['name at example.com', /email address is missing/i], ['a@b', /email/i]]],
+  // The same rule as a sign-up's: an address the service would not take from a person is no answer either.
+  ['email', ['name@example.com', 'First.Last+tag@Example.co.uk'], [['name at example.com', /email address is missing/i], ['a@b', /email/i], ['a@b.c', /email/i]]],
   ['yesno', ['yes', 'No', 'y', 'N'], [['maybe', /yes or no is missing/i], ['yes please', /yes or no/i]]],
   ['choice:red|green|blue', ['green', 'BLUE'], [['purple', /choice is missing.*red, green, blue/i], ['red|green', /choice/i]]],
 ];

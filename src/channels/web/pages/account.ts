@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Problem, type FieldError } from '../../../domain/problems.ts';
-import { EmailSchema, PasswordSchema } from '../../../services/accounts.ts';
+import { EmailSchema } from '../../../domain/email.ts';
+import { PasswordSchema } from '../../../services/accounts.ts';
 import {
   cookieOptions, formValue, PRE_COOKIE, render, safeNext, SESSION_COOKIE, type WebContext,
 } from '../context.ts';
