@@ -2,7 +2,7 @@ import { type ExpressionBuilder, sql, type Kysely, type RawBuilder, type Transac
 import type { DB, Job, JobKind, JobStatus, Session } from '../store/schema.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
-import type { Stage } from './turn-engine.ts';
+import type { Stage } from './transactions.ts';
 
 /**
  * Every statement the work queue runs, in one place (as pg-boss keeps its "plans").
