@@ -102,11 +102,12 @@ export class MissionsService {
   }
 
   /**
-   * §5: actions awaiting permission on missions the caller owns, oldest first, a page at a time:
-   * `after` is the operation_id of the last action of the page before (settled since or not).
+   * §5: actions awaiting permission on missions the caller owns, oldest first: all of them, or a
+   * page at a time when the caller pages (listLimit); `after` is the operation_id of the last
+   * action of the page before (settled since or not).
    */
   async listActions(userId: string, options: ListOptions = {}): Promise<{ actions: ActionView[]; has_more: boolean }> {
-    const limit = pageLimit(options.limit);
+    const limit = listLimit(options);
     const position = options.after === undefined ? undefined : await this.positionOf('actions', userId, options.after);
     // A session id that cannot be one has no actions (and never reaches the database).
     if (options.sessionId !== undefined && !looksLikeId('session', options.sessionId)) return { actions: [], has_more: false };
@@ -115,17 +116,17 @@ export class MissionsService {
       .selectAll('actions')
       .$if(position !== undefined, (q) => q.where(laterThan('actions', position!)))
       .orderBy('actions.created_at').orderBy('actions.id')
-      .limit(limit + 1)
+      .$if(limit !== undefined, (q) => q.limit(limit! + 1))
       .execute();
-    return { actions: rows.slice(0, limit).map(toActionView), has_more: rows.length > limit };
+    return { actions: rows.slice(0, limit).map(toActionView), has_more: limit !== undefined && rows.length > limit };
   }
 
   /**
    * §6: open questions put to the caller, plus open questions on missions the caller owns (of one
-   * session, if given), oldest first, a page at a time (`after`: as for listActions).
+   * session, if given), oldest first: all of them, or a page at a time (`limit`, `after`: as for listActions).
    */
   async listQuestions(userId: string, options: ListOptions = {}): Promise<{ questions: QuestionView[]; has_more: boolean }> {
-    const limit = pageLimit(options.limit);
+    const limit = listLimit(options);
     const position = options.after === undefined ? undefined : await this.positionOf('questions', userId, options.after);
     if (options.sessionId !== undefined && !looksLikeId('session', options.sessionId)) return { questions: [], has_more: false };
     await this.closeOrphanedMissions({ involving: userId });
@@ -133,9 +134,9 @@ export class MissionsService {
       .selectAll('questions')
       .$if(position !== undefined, (q) => q.where(laterThan('questions', position!)))
       .orderBy('questions.created_at').orderBy('questions.id')
-      .limit(limit + 1)
+      .$if(limit !== undefined, (q) => q.limit(limit! + 1))
       .execute();
-    return { questions: rows.slice(0, limit).map(toQuestionView), has_more: rows.length > limit };
+    return { questions: rows.slice(0, limit).map(toQuestionView), has_more: limit !== undefined && rows.length > limit };
   }
 
   /** How many actions and questions wait for the caller (in one session, if given): what the lists would list, counted. */
@@ -533,6 +534,15 @@ function stringField(entry: unknown, field: string): string | null {
   if (entry === null || typeof entry !== 'object' || Array.isArray(entry)) return null;
   const value = (entry as Record<string, unknown>)[field];
   return typeof value === 'string' ? value : null;
+}
+
+/**
+ * How many items a list of actions or questions holds: every one, as contract §5 and §6 give the
+ * lists (a client that knows nothing of paging must not miss any), unless the caller pages with
+ * `limit` or `after`; then pageLimit's (50 when only `after` is given).
+ */
+function listLimit(options: ListOptions): number | undefined {
+  return options.limit === undefined && options.after === undefined ? undefined : pageLimit(options.limit);
 }
 
 /** Rows after `position` in a list ordered by (created_at, id): the keyset condition of its next page. */

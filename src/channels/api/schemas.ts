@@ -62,12 +62,14 @@ export const UNWANTED_BODY_PROBLEMS = {
 
 /**
  * A paged list's `limit`, as a query string carries it: digits only (no "1e2" or " 5"), its range
- * judged by the service (pageLimit); documented as the integer it means.
+ * judged by the service (pageLimit); documented as the integer it means. `whenOmitted`: what a
+ * request without it gets, where that is not a page of the default size.
  */
-export const pageLimitParam = (items: string) => z.string().regex(/^\d{1,4}$/, `must be an integer from ${PAGE_LIMIT.min} to ${PAGE_LIMIT.max}`).optional()
+export const pageLimitParam = (items: string, whenOmitted?: string) => z.string().regex(/^\d{1,4}$/, `must be an integer from ${PAGE_LIMIT.min} to ${PAGE_LIMIT.max}`).optional()
   .meta({
-    description: `${items} per page, ${PAGE_LIMIT.min}–${PAGE_LIMIT.max} (default ${PAGE_LIMIT.default}).`,
-    example: PAGE_LIMIT.default, default: PAGE_LIMIT.default, type: 'integer', minimum: PAGE_LIMIT.min, maximum: PAGE_LIMIT.max, pattern: undefined,
+    description: `${items} per page, ${PAGE_LIMIT.min}–${PAGE_LIMIT.max} (${whenOmitted ?? `default ${PAGE_LIMIT.default}`}).`,
+    example: PAGE_LIMIT.default, ...(whenOmitted ? {} : { default: PAGE_LIMIT.default }),
+    type: 'integer', minimum: PAGE_LIMIT.min, maximum: PAGE_LIMIT.max, pattern: undefined,
   } as Record<string, unknown>);
 
 /** A `limit` query parameter as the service takes it (undefined when not given). */

@@ -77,25 +77,27 @@ test('actions come a page at a time: limit, has_more, and after= the last operat
   assert.equal(last.json().has_more, false);
   // A page that ends exactly at the end says so.
   assert.equal((await listActions(t, owner, `?limit=1&after=${drafted[3]}`)).json().has_more, false);
-  // Without a limit: 50 at most, all of these; the rejected one is no longer listed.
+  // Without limit and after: the whole list; the rejected one is no longer listed.
   const all = await listActions(t, owner);
   assert.deepEqual(ids(all), [drafted[0], ...drafted.slice(2)]);
   assert.equal(all.json().has_more, false);
 });
 
-test('a page holds at most 50 actions unless limit says otherwise (up to 200)', async () => {
+test('without limit and after every action is listed, as contract §5 gives the list (a client that does not page misses none); a page is 50 when only after is given', async () => {
   const owner = await t.userWithAgent();
-  const { sessionId } = await draftAction(t, owner, 'email', unique('the first of 51'));
-  for (let n = 2; n <= 51; n++) await draftAction(t, owner, 'email', unique(`number ${n}`), sessionId);
-  const byDefault = (await listActions(t, owner)).json();
-  assert.equal(byDefault.actions.length, 50);
-  assert.equal(byDefault.has_more, true);
-  const rest = (await listActions(t, owner, `?after=${byDefault.actions[49].operation_id}`)).json();
-  assert.equal(rest.actions.length, 1);
-  assert.equal(rest.has_more, false);
-  const whole = (await listActions(t, owner, '?limit=200')).json();
-  assert.equal(whole.actions.length, 51);
+  const { sessionId } = await draftAction(t, owner, 'email', unique('the first of 52'));
+  for (let n = 2; n <= 52; n++) await draftAction(t, owner, 'email', unique(`number ${n}`), sessionId);
+  const whole = (await listActions(t, owner)).json();
+  assert.equal(whole.actions.length, 52);
   assert.equal(whole.has_more, false);
+  const afterFirst = (await listActions(t, owner, `?after=${whole.actions[0].operation_id}`)).json();
+  assert.equal(afterFirst.actions.length, 50);
+  assert.equal(afterFirst.has_more, true);
+  const rest = (await listActions(t, owner, `?after=${afterFirst.actions[49].operation_id}`)).json();
+  assert.deepEqual(rest, { actions: [whole.actions[51]], has_more: false });
+  const paged = (await listActions(t, owner, '?limit=51')).json();
+  assert.equal(paged.actions.length, 51);
+  assert.equal(paged.has_more, true);
 });
 
 test('approve: the action runs (executing, then done) and the agent replies "Done: <summary>", exactly once', async () => {

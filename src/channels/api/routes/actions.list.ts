@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
+import { PAGE_LIMIT } from '../../../domain/paging.ts';
 import { COMMON_PROBLEMS, EXAMPLE_IDS, pageLimitOf, pageLimitParam, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 export const ActionSchema = z.object({
@@ -17,7 +18,7 @@ export const ActionSchema = z.object({
 const ListActionsQuery = z.object({
   // No length bound of its own (the URL's bounds it): an id that cannot be one matches nothing.
   session_id: z.string().optional().meta({ description: 'Only actions of this session (an unknown one: an empty list).' }),
-  limit: pageLimitParam('Actions'),
+  limit: pageLimitParam('Actions', `without \`limit\` and \`after\`, every action is listed, in one answer; with \`after\` alone, ${PAGE_LIMIT.default}`),
   after: z.string().optional().meta({
     description: 'The `operation_id` of the last action of the page before: only actions after it are listed (settled since or not).',
     example: EXAMPLE_IDS.action,
@@ -31,13 +32,13 @@ export function listActionsRoute(app: ApiApp, ctx: ApiContext): void {
       operationId: 'listActions',
       tags: ['Missions'],
       summary: 'List actions awaiting your permission',
-      description: 'Actions that agents drafted on missions you own and that wait for your decision, oldest first, a page at a time (50 unless `limit` says otherwise; `has_more` says whether more follow).',
+      description: 'Actions that agents drafted on missions you own and that wait for your decision, oldest first: all of them, or a page at a time when you give `limit` or `after` (`has_more` then says whether more follow).',
       querystring: ListActionsQuery,
       response: {
         200: z.object({
           actions: z.array(ActionSchema),
-          has_more: z.boolean().meta({ description: 'Whether more actions follow this page: ask again with `after` set to the last `operation_id`.' }),
-        }).describe('A page of the actions awaiting your decision, oldest first.'),
+          has_more: z.boolean().meta({ description: 'Whether more actions follow this page: ask again with `after` set to the last `operation_id`. Always false without `limit` and `after` (the list is whole).' }),
+        }).describe('The actions awaiting your decision, oldest first (a page of them when you give `limit` or `after`).'),
         ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS,
         422: problemResponse('validation_failed: `limit` is not an integer from 1 to 200, `after` is not the operation_id of an action of yours, or a parameter is given more than once or holds the NUL character (U+0000) or a lone UTF-16 surrogate.'),
       },

@@ -3,6 +3,7 @@ import { after, before, test } from 'node:test';
 import {
   agentTexts, answerOne, askQuestion, listQuestions, memberOfOwnersWorkspace, postAnswers, send, settledTranscript, transcript, unique,
 } from '../../../services/missions.test-helper.ts';
+import { newId } from '../../../domain/ids.ts';
 import { startTestApp, type TestApp } from '../../../testing/harness.ts';
 
 let t: TestApp;
@@ -177,4 +178,19 @@ test('questions come a page at a time (limit, has_more, after= the last request_
   const members = await listQuestions(t, member, `?after=${q4.requestId}`);
   assert.deepEqual(members.json(), { questions: [], has_more: false });
   assert.equal((await listQuestions(t, member, `?after=${q3.requestId}`)).statusCode, 422);
+});
+
+test('without limit and after every open question is listed, as contract §6 gives the list; a page is 50 when only after is given', async () => {
+  const owner = await t.userWithAgent();
+  const asked = await askQuestion(t, owner, 'text', unique('The first of 52?'));
+  const { db } = t.runtime.store;
+  const row = await db.selectFrom('questions').selectAll().where('id', '=', asked.requestId).executeTakeFirstOrThrow();
+  // Put as a brain may put several in one mission: written straight, 51 more.
+  for (let n = 2; n <= 52; n++) await db.insertInto('questions').values({ ...row, id: newId('question'), text: `Number ${n}?` }).execute();
+  const whole = (await listQuestions(t, owner)).json();
+  assert.equal(whole.questions.length, 52);
+  assert.equal(whole.has_more, false);
+  const afterFirst = (await listQuestions(t, owner, `?after=${asked.requestId}`)).json();
+  assert.equal(afterFirst.questions.length, 50);
+  assert.equal(afterFirst.has_more, true);
 });

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
+import { PAGE_LIMIT } from '../../../domain/paging.ts';
 import { COMMON_PROBLEMS, EXAMPLE_IDS, pageLimitOf, pageLimitParam, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 export const QuestionSchema = z.object({
@@ -17,7 +18,7 @@ export const QuestionSchema = z.object({
 const ListQuestionsQuery = z.object({
   // No length bound of its own (the URL's bounds it): an id that cannot be one matches nothing.
   session_id: z.string().optional().meta({ description: 'Only questions of this session (an unknown one: an empty list).' }),
-  limit: pageLimitParam('Questions'),
+  limit: pageLimitParam('Questions', `without \`limit\` and \`after\`, every question is listed, in one answer; with \`after\` alone, ${PAGE_LIMIT.default}`),
   after: z.string().optional().meta({
     description: 'The `request_id` of the last question of the page before: only questions after it are listed (answered since or not).',
     example: EXAMPLE_IDS.question,
@@ -31,13 +32,13 @@ export function listQuestionsRoute(app: ApiApp, ctx: ApiContext): void {
       operationId: 'listQuestions',
       tags: ['Missions'],
       summary: 'List open questions for you',
-      description: 'Open questions put to you, plus every open question on a mission you own, whoever it was put to; oldest first, a page at a time (50 unless `limit` says otherwise; `has_more` says whether more follow).',
+      description: 'Open questions put to you, plus every open question on a mission you own, whoever it was put to; oldest first: all of them, or a page at a time when you give `limit` or `after` (`has_more` then says whether more follow).',
       querystring: ListQuestionsQuery,
       response: {
         200: z.object({
           questions: z.array(QuestionSchema),
-          has_more: z.boolean().meta({ description: 'Whether more questions follow this page: ask again with `after` set to the last `request_id`.' }),
-        }).describe('A page of the open questions put to you, or on missions you own, oldest first.'),
+          has_more: z.boolean().meta({ description: 'Whether more questions follow this page: ask again with `after` set to the last `request_id`. Always false without `limit` and `after` (the list is whole).' }),
+        }).describe('The open questions put to you, or on missions you own, oldest first (a page of them when you give `limit` or `after`).'),
         ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS,
         422: problemResponse('validation_failed: `limit` is not an integer from 1 to 200, `after` is not the request_id of a question put to you or on a mission of yours, or a parameter is given more than once or holds the NUL character (U+0000) or a lone UTF-16 surrogate.'),
       },
