@@ -4,6 +4,9 @@ import { after, before, test } from 'node:test';
 import { CLI_PATH, runCli } from '../testing/cli.ts';
 import { API, databaseEnv, freshDatabase, type TestDatabase } from '../testing/harness.ts';
 import { startServerProcess } from '../testing/server-process.ts';
+import { Redis } from 'ioredis';
+import { parseApiKey } from '../domain/api-key.ts';
+import { redisAnswers, TEST_REDIS_URL } from '../testing/redis.ts';
 
 /**
  * `agent-channel serve` as a real child process, with the operator CLI changing the same
@@ -125,5 +128,33 @@ test('Redis out of reach from the start is logged, naming Redis, even though it 
     assert.doesNotMatch(warned()!, /"stack"/);
   } finally {
     await redisless.kill('SIGTERM');
+  }
+});
+
+test('a rate limit check that fails for a reason of ours (Redis answers with an error) is an error line with its stack, not an outage\'s brief warning; still a 503', { timeout: 60_000 }, async (t) => {
+  if (!await redisAnswers()) return t.skip(`no Redis at ${TEST_REDIS_URL}`);
+  const own = await freshDatabase();
+  after(() => own.drop());
+  const ownEnv = { ...databaseEnv(own), SCRYPT_COST_LOG2: '10' };
+  assert.equal((await runCli(ownEnv, 'users', 'create', '--email', 'wrongtype@example.test', '--password', 'correct horse')).code, 0);
+  const key = (await runCli(ownEnv, 'keys', 'create', '--email', 'wrongtype@example.test', '--label', 'wrongtype')).stdout.trim();
+  const { keyId } = parseApiKey(key)!;
+  // The key's log in Redis holds a value of the wrong type: the limiter's script gets WRONGTYPE back.
+  const redis = new Redis(TEST_REDIS_URL);
+  const runs = `agent-channel:rl:{${keyId}}:runs`;
+  await redis.set(runs, 'not a sorted set');
+  const server = await startServerProcess({ ...ownEnv, RATE_LIMIT_STORE: 'redis', REDIS_URL: TEST_REDIS_URL });
+  try {
+    const res = await fetch(`${server.url}${API}/agents`, { headers: { authorization: `Bearer ${key}` } });
+    assert.equal(res.status, 503);
+    const requestId = res.headers.get('x-request-id')!;
+    const deadline = Date.now() + 10_000;
+    const line = () => server.output().split('\n').find((l) => l.includes(requestId) && l.includes('rate limit'));
+    while (!line() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.match(line() ?? '', /"level":50[^\n]*"err":\{[^\n]*WRONGTYPE[^\n]*"stack"[^\n]*"msg":"rate limit check failed"/, server.output());
+  } finally {
+    await server.kill('SIGTERM');
+    await redis.del(runs);
+    redis.disconnect();
   }
 });

@@ -1,4 +1,5 @@
-import { Redis } from 'ioredis';
+import { Redis, ReplyError } from 'ioredis';
+import { markStoreUnavailable } from '../store/unavailable.ts';
 import { decision, WINDOW_MS, type RateDecision, type RateLimiter } from './rate-limiter.ts';
 
 // One atomic step on Redis's own clock (µs), so every instance judges by the same time.
@@ -114,9 +115,18 @@ export class RedisRateLimiter implements RateLimiter {
 
   async take(keyId: string, limit: number): Promise<RateDecision> {
     const keys = this.keysOf(keyId);
-    const [accepted, used, freeAt, now] = (await (this.redis as unknown as {
-      acTake(runs: string, total: string, limit: number, window: number): Promise<number[]>;
-    }).acTake(keys.runs, keys.total, limit, WINDOW_MS)) as [number, number, number, number];
+    let answer: [number, number, number, number];
+    try {
+      answer = (await (this.redis as unknown as {
+        acTake(runs: string, total: string, limit: number, window: number): Promise<number[]>;
+      }).acTake(keys.runs, keys.total, limit, WINDOW_MS)) as [number, number, number, number];
+    } catch (error) {
+      // Redis answering with an error is a fault of ours (the script, a key of the wrong type);
+      // anything else (closed, refused, timed out) is Redis away.
+      if (!(error instanceof ReplyError)) markStoreUnavailable(error);
+      throw error;
+    }
+    const [accepted, used, freeAt, now] = answer;
     return decision(accepted === 1, limit, used, freeAt < 0 ? null : freeAt / 1000, now / 1000);
   }
 

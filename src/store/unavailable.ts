@@ -10,6 +10,14 @@ export function markStoreError(error: unknown): void {
   if (error && typeof error === 'object') fromTheStore.add(error);
 }
 
+/** Errors a store's client judged an outage itself (Redis: anything but Redis's own error reply). */
+const judgedUnavailable = new WeakSet<object>();
+
+/** Marks an error its store's client knows to be the store's absence, not a fault in the request. */
+export function markStoreUnavailable(error: unknown): void {
+  if (error && typeof error === 'object') judgedUnavailable.add(error);
+}
+
 /**
  * Whether an error says the database could not do the work just now, rather than that the work
  * itself is wrong: the same statement may well succeed in a moment. The engine retries writing a
@@ -18,6 +26,7 @@ export function markStoreError(error: unknown): void {
  */
 export function isStoreUnavailable(error: unknown): boolean {
   if (!error || typeof error !== 'object') return false;
+  if (judgedUnavailable.has(error)) return true;
   const e = error as { errcode?: unknown; code?: unknown; message?: unknown };
   // node:sqlite: the primary result code is the low byte of the extended one.
   if (typeof e.errcode === 'number') return SQLITE_UNAVAILABLE.has(e.errcode % 256);

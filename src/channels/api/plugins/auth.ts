@@ -4,7 +4,7 @@ import type { AuthenticatedKey, KeysService } from '../../../services/keys.ts';
 import type { RateLimiter } from '../../../ratelimit/rate-limiter.ts';
 import { sendProblem, UNAUTHORIZED } from '../problem-reply.ts';
 import { sentMoreThanOnce } from '../repeated-header.ts';
-import { storeOutageFields } from '../../../store/unavailable.ts';
+import { isStoreUnavailable, storeOutageFields } from '../../../store/unavailable.ts';
 import type { GetBodyJudge } from '../../json-body.ts';
 
 declare module 'fastify' {
@@ -30,9 +30,11 @@ export function installKeyAuth(app: FastifyInstance, deps: { keys: KeysService; 
     try {
       verdict = await deps.rateLimiter.take(key.keyId, key.rateLimit);
     } catch (error) {
-      // No count, no request (never more than L a minute); not the client's fault, and brief:
-      // one warn line without a stack, as for the database (the outage itself is logged once).
-      request.log.warn(storeOutageFields(error), 'rate limit store unavailable');
+      // No count, no request (never more than L a minute). The store away (Redis, or the
+      // database) is one brief warn line, as a database outage is; anything else is a fault of
+      // ours, logged with its stack.
+      if (isStoreUnavailable(error)) request.log.warn(storeOutageFields(error), 'rate limit store unavailable');
+      else request.log.error({ err: error }, 'rate limit check failed');
       return sendProblem(request, reply, new Problem('service_unavailable', 'The key\'s rate limit cannot be checked just now; retry in a moment.'));
     }
     reply.header('RateLimit-Policy', `"key";q=${verdict.limit};w=60`);
