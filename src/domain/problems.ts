@@ -1,5 +1,5 @@
-import type { z } from 'zod';
 /** Problem codes of the contract (§0) and the one error type every layer throws. */
+import type { z } from 'zod';
 
 export const PROBLEMS = {
   malformed_json: { status: 400, title: 'Malformed JSON' },

@@ -296,9 +296,12 @@ function statusFromCounts(open: number, running: number): SessionStatus {
   return open > 0 ? 'queued' : 'idle';
 }
 
-// Whether a session has an open job, and a running one: not how many, since a count (or reading
-// the open jobs) reads a session's whole queue (34 ms a poll with 100,000 queued).
-const openJobsOf = (eb: ExpressionBuilder<DB, 'sessions'>) => [
+/**
+ * Whether a session has an open job, and a running one, as two columns of a query over sessions
+ * (read them with statusOfSession): not how many, since a count (or reading the open jobs) reads
+ * a session's whole queue (34 ms a poll with 100,000 queued).
+ */
+export const openJobsOf = (eb: ExpressionBuilder<DB, 'sessions'>) => [
   eb.exists(eb.selectFrom('jobs').select(sql`1`.as('one')).whereRef('jobs.session_id', '=', 'sessions.id').where(isOpen)).as('open_jobs'),
   // isOpen as well, though implied: SQLite uses a partial index only when the query's
   // condition repeats the index's own (without it, this scanned every job).
@@ -315,16 +318,12 @@ export async function ownSessionWithStatus(db: Kysely<DB>, sessionId: string, us
   const [row] = await sessionWithOpenJobs(db, sessionId, userId);
   if (!row) return undefined;
   const { open_jobs: open, running_jobs: running, ...session } = row;
-  return { session, status: statusFromCounts(Number(open), Number(running)) };
+  return { session, status: statusOfSession({ open_jobs: open, running_jobs: running }) };
 }
 
-/** The status of each of these sessions, in one query that reads at most two jobs a session. */
-export async function sessionStatuses(db: Kysely<DB>, sessionIds: string[]): Promise<Map<string, SessionStatus>> {
-  const rows = sessionIds.length === 0 ? [] : await db.selectFrom('sessions')
-    .select((eb) => ['id', ...openJobsOf(eb)]).where('id', 'in', sessionIds).execute();
-  const byId = new Map(rows.map((row) => [row.id, statusFromCounts(Number(row.open_jobs), Number(row.running_jobs))]));
-  return new Map(sessionIds.map((id) => [id, byId.get(id) ?? 'idle']));
-}
+/** A session's status from the two columns of openJobsOf (booleans on PostgreSQL, 0 or 1 on SQLite). */
+export const statusOfSession = (row: { open_jobs: unknown; running_jobs: unknown }): SessionStatus =>
+  statusFromCounts(Number(row.open_jobs), Number(row.running_jobs));
 
 function normalize(job: Job): Job {
   return { ...job, id: Number(job.id), user_turn_id: job.user_turn_id === null ? null : Number(job.user_turn_id), reply_turn_id: job.reply_turn_id === null ? null : Number(job.reply_turn_id) };

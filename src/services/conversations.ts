@@ -3,7 +3,7 @@ import { newId, looksLikeId } from '../domain/ids.ts';
 import { pageLimit } from '../domain/paging.ts';
 import { checkMessageText, Problem } from '../domain/problems.ts';
 import { isValidTs } from '../domain/turn-clock.ts';
-import { getJob, ownSessionWithStatus, sessionStatuses, type SessionStatus } from '../engine/queue-sql.ts';
+import { getJob, openJobsOf, ownSessionWithStatus, statusOfSession, type SessionStatus } from '../engine/queue-sql.ts';
 import { isFinished, type JobState, type JobWatch, type TurnEngine } from '../engine/turn-engine.ts';
 import { appendTurn, readLastTurns, readTranscript, startSession } from '../store/repos/transcript.ts';
 import { prepared } from '../store/prepared.ts';
@@ -333,7 +333,7 @@ export class ConversationsService {
 
   /**
    * One page of the account's sessions, most recently active first, each with its status: two
-   * queries whatever the page size. `cursor` is the `next_cursor` of the page before (opaque).
+   * queries whatever the page size (the sessions with their status, then their latest turns). `cursor` is the `next_cursor` of the page before (opaque).
    */
   async listSessionsPage(userId: string, options: { limit?: number | undefined; cursor?: string | undefined } = {}): Promise<{ sessions: SessionListItem[]; next_cursor: string | null }> {
     const limit = pageLimit(options.limit);
@@ -349,7 +349,7 @@ export class ConversationsService {
     const rows = await db.selectFrom('sessions')
       .innerJoin('agents', 'agents.id', 'sessions.agent_id')
       .select((eb) => ['sessions.id', 'sessions.agent_id', 'agents.name as agent_name', 'sessions.channel', 'sessions.created_at',
-        eb.fn.coalesce('sessions.last_ts', 'sessions.created_at').as('activity')])
+        eb.fn.coalesce('sessions.last_ts', 'sessions.created_at').as('activity'), ...openJobsOf(eb)])
       .where('sessions.user_id', '=', userId)
       .$if(after !== null, (q) => q.where((eb) => {
         const activity = eb.fn.coalesce('sessions.last_ts', 'sessions.created_at');
@@ -357,7 +357,6 @@ export class ConversationsService {
       }))
       .orderBy('activity', 'desc').orderBy('sessions.id').limit(limit + 1).execute();
     const page = rows.slice(0, limit);
-    const statuses = await sessionStatuses(db, page.map((r) => r.id));
     // Each session's latest turn is the one at its latest ts: one index lookup per session.
     const latest = page.length === 0 ? [] : await db.selectFrom('turns').select(['session_id', 'role', 'text'])
       .where((eb) => eb.or(page.map((r) => eb.and([eb('session_id', '=', r.id), eb('ts', '=', r.activity)])))).execute();
@@ -368,7 +367,7 @@ export class ConversationsService {
         const lastTurn = latestBySession.get(r.id);
         return {
           session_id: r.id, agent_id: r.agent_id, agent_name: r.agent_name, channel: r.channel, created_at: r.created_at,
-          last_activity: r.activity, status: statuses.get(r.id)!, ...(lastTurn ? { last_turn: lastTurn } : {}),
+          last_activity: r.activity, status: statusOfSession(r), ...(lastTurn ? { last_turn: lastTurn } : {}),
         };
       }),
       next_cursor: rows.length > limit && last ? Buffer.from(`${last.activity}\n${last.id}`).toString('base64url') : null,

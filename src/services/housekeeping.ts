@@ -4,10 +4,10 @@ import type { MissionsService } from './missions.ts';
 import type { WebSessionsService } from './web-sessions.ts';
 
 /**
- * Periodic clean-up, so that nothing needs babysitting: expired idempotency records and
- * duplicate-window claims are deleted, so are (on PostgreSQL) the rate-limit rows of idle keys
- * and web app sessions that are over (idle too long, or past their end; nobody may come back to
- * delete them on sight), and missions nobody can settle any more are closed.
+ * Periodic clean-up, so that nothing needs babysitting: expired idempotency records,
+ * duplicate-window claims and web app sessions that are over (idle too long, or past their end;
+ * nobody may come back to delete them on sight) are deleted, so are (on PostgreSQL) the
+ * rate-limit rows of idle keys, and missions nobody can settle any more are closed.
  */
 export class Housekeeping {
   private timer: NodeJS.Timeout | null = null;
