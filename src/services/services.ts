@@ -7,6 +7,7 @@ import { AccountsService } from './accounts.ts';
 import { AgentsService } from './agents.ts';
 import { ConversationsService } from './conversations.ts';
 import { KeysService } from './keys.ts';
+import { LoginThrottle } from './login-throttle.ts';
 import { Housekeeping } from './housekeeping.ts';
 import { MissionsService } from './missions.ts';
 import { TurnWorker } from './turn-worker.ts';
@@ -20,6 +21,7 @@ export interface Services {
   conversations: ConversationsService;
   missions: MissionsService;
   webSessions: WebSessionsService;
+  loginThrottle: LoginThrottle;
   housekeeping: Housekeeping;
 }
 
@@ -47,5 +49,5 @@ export function createServices({ store, config, engine, brain, tools }: ServiceD
   const housekeeping = new Housekeeping({
     store, missions, webSessions, idempotencyTtlMs: config.idempotencyTtlMs, duplicateWindowMs: config.duplicateWindowMs,
   });
-  return { accounts, keys, agents, conversations, missions, webSessions, housekeeping };
+  return { accounts, keys, agents, conversations, missions, webSessions, loginThrottle: new LoginThrottle(store), housekeeping };
 }

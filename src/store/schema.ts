@@ -17,6 +17,7 @@ export interface DB {
   jobs: JobsTable;
   idempotency_keys: IdempotencyKeysTable;
   recent_messages: RecentMessagesTable;
+  login_attempts: LoginAttemptsTable;
   missions: MissionsTable;
   actions: ActionsTable;
   questions: QuestionsTable;
@@ -130,6 +131,13 @@ export interface IdempotencyKeysTable {
   session_id: string | null;
   job_id: number | null;
   created_at: string;
+}
+
+/** One log-in or sign-up attempt, counted against `key` (an account's or a client's digest). */
+export interface LoginAttemptsTable {
+  key: string;
+  attempt: string;
+  at: ColumnType<number, number, never>; // ms by the store's clock; a bigint (string) from PostgreSQL
 }
 
 export interface RecentMessagesTable {

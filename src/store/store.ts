@@ -20,6 +20,7 @@ import * as m004HistoryIndexes from './migrations/004_history_indexes.ts';
 import * as m005JobsLine from './migrations/005_jobs_line.ts';
 import * as m006MissionsOwner from './migrations/006_missions_owner.ts';
 import * as m007MembershipsRole from './migrations/007_memberships_role.ts';
+import * as m008LoginAttempts from './migrations/008_login_attempts.ts';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -285,6 +286,7 @@ async function migrate(dialect: Dialect, db: Kysely<DB>): Promise<void> {
     '005_jobs_line': { up: (db) => m005JobsLine.up(db) },
     '006_missions_owner': { up: (db) => m006MissionsOwner.up(db) },
     '007_memberships_role': { up: (db) => m007MembershipsRole.up(db) },
+    '008_login_attempts': { up: (db) => m008LoginAttempts.up(db) },
   };
   const migrator = new Migrator({ db, provider: { getMigrations: async () => all } });
   // Kysely locks migrations on PostgreSQL but not on SQLite, where it assumes one connection.

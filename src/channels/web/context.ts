@@ -6,7 +6,7 @@ import type { WebSession, WebSessionsService } from '../../services/web-sessions
 import { html, type SafeHtml } from './html.ts';
 import { page, type NavKey } from './layout.ts';
 import type { Sealer } from './flash.ts';
-import type { LoginThrottle } from './throttle.ts';
+import type { LoginThrottle } from '../../services/login-throttle.ts';
 import type { RateLimiter } from '../../ratelimit/rate-limiter.ts';
 import type { SharedClock } from '../../store/shared-clock.ts';
 

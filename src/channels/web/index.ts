@@ -8,7 +8,6 @@ import { findUnstorableText, Problem, unstorableTextProblem } from '../../domain
 import type { Runtime } from '../../runtime.ts';
 import { collapseRepeatedParameters, errorPage, formValue, PRE_COOKIE, SESSION_COOKIE, cookieOptions, tokensEqual, wantsJson, type WebContext } from './context.ts';
 import { Sealer } from './flash.ts';
-import { LoginThrottle, type ThrottleOptions } from './throttle.ts';
 import { accountRoutes } from './pages/account.ts';
 import { keysRoutes } from './pages/keys.ts';
 import { agentsRoutes } from './pages/agents.ts';
@@ -16,10 +15,6 @@ import { conversationsRoutes } from './pages/conversations.ts';
 import { inboxRoutes } from './pages/inbox.ts';
 import { chatRoutes } from './pages/chat.ts';
 import { isStoreUnavailable, storeOutageFields } from '../../store/unavailable.ts';
-
-export interface WebChannelOptions {
-  throttle?: Partial<ThrottleOptions>;
-}
 
 const CSP = [
   "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:", "connect-src 'self'",
@@ -44,14 +39,14 @@ function loadAsset(name: string, type: string): Asset {
  * encapsulated plugin; its cookie and form-body parsers, hooks and error pages stay inside it,
  * so the API channel keeps its own behaviour (e.g. 415 for form bodies).
  */
-export function webChannel(runtime: Runtime, options: WebChannelOptions = {}) {
+export function webChannel(runtime: Runtime) {
   return async function register(scope: FastifyInstance): Promise<void> {
     const sessions = runtime.services.webSessions;
     const ctx: WebContext = {
       services: runtime.services,
       config: runtime.config,
       sessions,
-      throttle: new LoginThrottle(options.throttle),
+      throttle: runtime.services.loginThrottle,
       rateLimiter: runtime.rateLimiter,
       // What one instance seals, another may open: its expiry is by the clock they share.
       sealer: new Sealer({ key: await sessions.sealingKey(), now: () => runtime.store.clock.now() }),

@@ -44,7 +44,7 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
   app.post('/signup', async (request, reply) => {
     const email = formValue(request.body, 'email');
     const password = formValue(request.body, 'password');
-    const wait = ctx.throttle.beginSignup(request.ip);
+    const wait = await ctx.throttle.beginSignup(request.ip);
     if (wait > 0) {
       reply.header('Retry-After', String(wait));
       return render(request, reply, {
@@ -80,7 +80,7 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
     const email = formValue(request.body, 'email').trim().toLowerCase();
     const password = formValue(request.body, 'password');
     const next = safeNext(formValue(request.body, 'next'));
-    const started = ctx.throttle.beginLogin(email, request.ip);
+    const started = await ctx.throttle.beginLogin(email, request.ip);
     if ('retryAfter' in started) {
       reply.header('Retry-After', String(started.retryAfter));
       return render(request, reply, {
@@ -96,7 +96,7 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
         body: loginForm(request.csrfToken, next, email, notice('error', 'That email and password do not match an account.')),
       });
     }
-    ctx.throttle.succeeded(started.attempt);
+    await ctx.throttle.succeeded(started.attempt);
     await startSession(ctx, request, reply, user.id);
     return reply.redirect(next, 303);
   });
