@@ -27,8 +27,10 @@ function commonHeaders(status: number): HeaderName[] {
   if (status === 429) return ['X-Request-Id', 'RateLimit-Policy', 'RateLimit', 'Retry-After'];
   if (status === 503) return ['X-Request-Id', 'Retry-After'];
   // A fault may strike before the rate limit has answered, or after: only the id is certain;
-  // 408 and 431 come from Node's HTTP parser, before any route.
-  if (status === 500 || status === 408 || status === 431) return ['X-Request-Id'];
+  // 431 comes from Node's HTTP parser, before any route. A 408 carries the rate limit's headers
+  // when the key had been checked (headers in time, the body not).
+  if (status === 408) return ['X-Request-Id', 'RateLimit-Policy', 'RateLimit'];
+  if (status === 500 || status === 431) return ['X-Request-Id'];
   return ['X-Request-Id', 'RateLimit-Policy', 'RateLimit'];
 }
 

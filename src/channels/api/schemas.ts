@@ -40,7 +40,7 @@ export const problemResponse = (description: string) => ({
 export const COMMON_PROBLEMS = {
   401: problemResponse('Missing, malformed, unknown, revoked, expired or inactive key, or two `Authorization` headers.'),
   429: problemResponse('The key\'s per-minute limit is used up; see Retry-After.'),
-  408: problemResponse('request_timeout: the request (its body included) did not arrive within the server\'s `REQUEST_TIMEOUT_MS`; the connection closes.'),
+  408: problemResponse('request_timeout: the request (its body included) did not arrive within the server\'s `REQUEST_TIMEOUT_MS`; the connection closes. When the headers came in time, the key was checked and the request counted, and the rate limit headers say so.'),
   431: problemResponse('headers_too_large: the request line and headers are over 16 KiB; the connection closes.'),
   500: problemResponse('internal_error: a fault on our side. The body names no cause; its request_id finds the fault in the server\'s log.'),
   503: problemResponse('service_unavailable: the server is shutting down, or the database or the rate limit store cannot be reached; send the request again after Retry-After (1 s).'),

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Problem } from '../../../domain/problems.ts';
 import type { AuthenticatedKey, KeysService } from '../../../services/keys.ts';
-import type { RateLimiter } from '../../../ratelimit/rate-limiter.ts';
+import type { RateDecision, RateLimiter } from '../../../ratelimit/rate-limiter.ts';
 import { sendProblem, UNAUTHORIZED } from '../problem-reply.ts';
 import { sentMoreThanOnce } from '../repeated-header.ts';
 import { isStoreUnavailable, storeOutageFields } from '../../../store/unavailable.ts';
@@ -37,8 +37,9 @@ export function installKeyAuth(app: FastifyInstance, deps: { keys: KeysService; 
       else request.log.error({ err: error }, 'rate limit check failed');
       return sendProblem(request, reply, new Problem('service_unavailable', 'The key\'s rate limit cannot be checked just now; retry in a moment.'));
     }
-    reply.header('RateLimit-Policy', `"key";q=${verdict.limit};w=60`);
-    reply.header('RateLimit', `"key";r=${verdict.remaining};t=${verdict.resetSeconds}`);
+    reply.header('RateLimit-Policy', policyOf(verdict));
+    reply.header('RateLimit', remainingOf(verdict));
+    verdicts.set(reply.raw, verdict);
     if (!verdict.allowed) {
       reply.header('Retry-After', String(verdict.resetSeconds));
       return sendProblem(request, reply, new Problem('rate_limited',
@@ -47,6 +48,22 @@ export function installKeyAuth(app: FastifyInstance, deps: { keys: KeysService; 
     const judging = deps.judgeGetBody(request);
     if (judging) await judging;
   });
+}
+
+const policyOf = (verdict: RateDecision): string => `"key";q=${verdict.limit};w=60`;
+const remainingOf = (verdict: RateDecision): string => `"key";r=${verdict.remaining};t=${verdict.resetSeconds}`;
+
+/**
+ * The rate limit verdict of each response's request, for an answer written past Fastify (a 408
+ * when the body never finishes arriving): an authenticated request was counted, and every
+ * authenticated response says so (contract §0).
+ */
+const verdicts = new WeakMap<object, RateDecision>();
+
+/** The rate limit header lines for a raw response whose request was authenticated ('' if none was). */
+export function rateLimitHeaderLines(response: object | undefined): string {
+  const verdict = response && verdicts.get(response);
+  return verdict ? `RateLimit-Policy: ${policyOf(verdict)}\r\nRateLimit: ${remainingOf(verdict)}\r\n` : '';
 }
 
 /** The authenticated key of a request that passed installKeyAuth. */

@@ -165,6 +165,13 @@ test('a request whose body never finishes arriving gets 408 request_timeout once
     const stalled = await rawExchange(server, `POST /api/v1/api-channel/messages HTTP/1.1\r\nHost: x\r\n${'Authorization: Bearer '}${u.key}\r\n`
       + 'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"text":"h');
     assertRawProblem(stalled, 408, 'request_timeout');
+    // The key was checked and the request counted: the answer says so, as every authenticated one does.
+    assert.match(stalled, /^RateLimit-Policy: "key";q=\d+;w=60\r$/m, stalled);
+    assert.match(stalled, /^RateLimit: "key";r=\d+;t=\d+\r$/m, stalled);
+    // Outside the API (no key asked for), none.
+    const unkeyed = await rawExchange(server, 'POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nemail=');
+    assertRawProblem(unkeyed, 408, 'request_timeout');
+    assert.doesNotMatch(unkeyed, /^RateLimit/m);
   } finally {
     await server.close();
   }

@@ -5,6 +5,7 @@ import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { Problem } from '../../../domain/problems.ts';
 import { isStoreUnavailable, storeOutageFields } from '../../../store/unavailable.ts';
 import { PROBLEM_CONTENT_TYPE, problemBody, sendProblem } from '../problem-reply.ts';
+import { rateLimitHeaderLines } from './auth.ts';
 
 /** Turns every error into a contract problem; anything unexpected is a logged 500 with no detail. */
 export function installErrorHandling(app: FastifyInstance): void {
@@ -59,7 +60,7 @@ export function clientErrorProblem(this: FastifyInstance, error: NodeJS.ErrnoExc
   const body = JSON.stringify(problemBody(problem, requestId));
   if (socket.writable) {
     socket.write(`HTTP/1.1 ${problem.status} ${problem.title}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}; charset=utf-8\r\n`
-      + `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`);
+      + `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\n${rateLimitHeaderLines(inFlight)}Connection: close\r\n\r\n${body}`);
   }
   socket.destroy(error);
 }
