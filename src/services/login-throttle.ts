@@ -97,8 +97,13 @@ export class LoginThrottle {
 
   /** The password was right: this attempt is forgiven, and so are the account's earlier failures. */
   async succeeded(attempt: LoginAttempt): Promise<void> {
+    // Both by key, so that the index on (key, at) finds the rows: by `attempt` alone, each log-in
+    // read the whole table, which anyone can fill (30 rows a window per address, or per IPv6 /64).
     await this.store.db.deleteFrom('login_attempts')
-      .where((eb) => eb.or([eb('key', '=', keyOf('a', attempt.email)), eb('attempt', '=', attempt.id)]))
+      .where((eb) => eb.or([
+        eb('key', '=', keyOf('a', attempt.email)),
+        eb.and([eb('key', '=', keyOf('i', clientOf(attempt.ip))), eb('attempt', '=', attempt.id)]),
+      ]))
       .execute();
   }
 

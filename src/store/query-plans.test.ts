@@ -5,6 +5,7 @@ import { send, transcript } from '../testing/conversation.ts';
 import { API, startTestApp, TEST_DB, type TestApp } from '../testing/harness.ts';
 import { sqliteStatementsSeen } from './node-sqlite-adapter.ts';
 import { requeueAllRunning, requeueExpired } from '../engine/queue-sql.ts';
+import { WebClient } from '../channels/web/web-client.test-helper.ts';
 import { answerOne, askQuestion, decideOne, draftAction, listActions, listQuestions, queueDrained, unique } from '../services/missions.test-helper.ts';
 
 /**
@@ -13,7 +14,7 @@ import { answerOne, askQuestion, decideOne, draftAction, listActions, listQuesti
  * statement whose condition stops matching its index still gives the right answer, so only its
  * plan shows the mistake (one such statement made each poll read every job ever run).
  */
-const GROWING_TABLES = ['turns', 'jobs', 'sessions', 'recent_messages', 'idempotency_keys', 'missions', 'actions', 'questions', 'audit_log'];
+const GROWING_TABLES = ['turns', 'jobs', 'sessions', 'recent_messages', 'idempotency_keys', 'missions', 'actions', 'questions', 'audit_log', 'login_attempts'];
 // Partial indexes over unfinished work only: scanning one reads what is open, not history.
 const BOUNDED_INDEXES = ['jobs_queued', 'jobs_line', 'jobs_open_by_session'];
 
@@ -83,6 +84,19 @@ test('listing a person\'s actions and questions reads that person\'s, not every 
   } finally {
     db.close();
   }
+});
+
+test('the statements of the log-in and sign-up throttle use an index (an attacker can fill its table)', { skip: TEST_DB !== 'sqlite' && 'query plans of SQLite' }, async () => {
+  const web = new WebClient(t);
+  const email = await web.signup();
+  await web.post('/logout');
+  await web.get('/login');
+  assert.equal((await web.post('/login', { email, password: 'wrong password' })).statusCode, 401);
+  assert.equal((await web.post('/login', { email, password: 'correct horse battery' })).statusCode, 303);
+
+  const throttle = statementsRunSoFar().filter((sql) => sql.includes('"login_attempts"'));
+  assert.ok(throttle.some((sql) => /^delete from "login_attempts" where .*"attempt"/.test(sql)), `a success was forgiven: ${throttle.join('\n')}`);
+  assert.deepEqual(fullReadsAmong(throttle), []);
 });
 
 /** Every query this test process has run so far (schema changes and transaction control left out). */
