@@ -16,9 +16,9 @@ test('expired idempotency records and duplicate-window claims are deleted; fresh
   await send(t, u, { text: 'claims the window' });
   const { housekeeping } = t.runtime.services;
   const now = await housekeeping.runOnce();
-  assert.deepEqual(now, { idempotencyKeys: 0, recentMessages: 0, rateLimitRows: 0, webSessions: 0, orphansClosed: 0, actionsFailed: 0, missionsSettled: 0 });
+  assert.deepEqual(now, { idempotencyKeys: 0, recentMessages: 0, rateLimitRows: 0, webSessions: 0, loginAttempts: 0, orphansClosed: 0, actionsFailed: 0, missionsSettled: 0 });
   const later = await housekeeping.runOnce(Date.now() + 25 * 3_600_000);
-  assert.deepEqual(later, { idempotencyKeys: 1, recentMessages: 2, rateLimitRows: 0, webSessions: 0, orphansClosed: 0, actionsFailed: 0, missionsSettled: 0 },
+  assert.deepEqual(later, { idempotencyKeys: 1, recentMessages: 2, rateLimitRows: 0, webSessions: 0, loginAttempts: 0, orphansClosed: 0, actionsFailed: 0, missionsSettled: 0 },
     'the keyed message claimed the window too');
   // After the window the same text is a new message again.
   const again = await send(t, u, { text: 'claims the window' });
@@ -40,6 +40,17 @@ test('web app sessions that are over (idle too long, or past their end) are dele
   assert.equal(swept.webSessions, 2);
   assert.equal((await rows()).length, 1);
   assert.ok(await webSessions.resolve(live.token), 'the live session still signs its person in');
+});
+
+test('log-in attempts out of their window are deleted by the sweep, with no attempt after them', async () => {
+  const { loginThrottle, housekeeping } = t.runtime.services;
+  const started = await loginThrottle.beginLogin('swept@example.test', '192.0.2.33');
+  assert.ok('attempt' in started);
+  const rows = () => t.runtime.store.db.selectFrom('login_attempts').select('attempt').where('attempt', '=', started.attempt.id).execute();
+  assert.equal((await housekeeping.runOnce()).loginAttempts, 0);
+  assert.equal((await rows()).length, 2, 'counted against the account and the address');
+  assert.equal((await housekeeping.runOnce(Date.now() + 16 * 60_000)).loginAttempts, 2);
+  assert.deepEqual(await rows(), []);
 });
 
 test('the periodic sweep closes orphaned missions by itself, with nobody listing or deciding', async () => {

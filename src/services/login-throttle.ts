@@ -119,7 +119,7 @@ export class LoginThrottle {
    */
   private async take(budgets: Budget[], id: string, at: number): Promise<number> {
     const now = Math.floor(at); // stored to the millisecond (the store's clock may give a fraction)
-    await this.sweep(now);
+    if (now - this.lastSweep >= SWEEP_EVERY_MS) await this.sweep(now);
     return this.store.db.transaction().execute(async (trx) => {
       await lockKeys(trx, this.store.dialect, budgets.map((b) => b.key));
       let wait = 0;
@@ -130,12 +130,16 @@ export class LoginThrottle {
     });
   }
 
-  /** Deletes the attempts that are out of every window; at most once a minute (per instance). */
-  private async sweep(now: number): Promise<void> {
-    if (now - this.lastSweep < SWEEP_EVERY_MS) return;
+  /**
+   * Deletes the attempts that are out of every window: by an attempt at most once a minute (per
+   * instance), and by housekeeping, so that none stays when no attempt comes after it.
+   */
+  async sweep(at = this.store.clock.now()): Promise<number> {
+    const now = Math.floor(at);
     this.lastSweep = now;
     const longest = Math.max(this.options.windowMs, this.options.signupWindowMs);
-    await this.store.db.deleteFrom('login_attempts').where('at', '<=', now - longest).execute();
+    const result = await this.store.db.deleteFrom('login_attempts').where('at', '<=', now - longest).executeTakeFirst();
+    return Number(result.numDeletedRows);
   }
 }
 

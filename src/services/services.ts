@@ -46,8 +46,9 @@ export function createServices({ store, config, engine, brain, tools }: ServiceD
   const missions = new MissionsService({ store, engine, brain });
   engine.setHandler(new TurnWorker({ store, brain, tools }));
   const webSessions = new WebSessionsService({ store, idleMinutes: config.webSessionIdleMinutes });
+  const loginThrottle = new LoginThrottle(store);
   const housekeeping = new Housekeeping({
-    store, missions, webSessions, idempotencyTtlMs: config.idempotencyTtlMs, duplicateWindowMs: config.duplicateWindowMs,
+    store, missions, webSessions, loginThrottle, idempotencyTtlMs: config.idempotencyTtlMs, duplicateWindowMs: config.duplicateWindowMs,
   });
-  return { accounts, keys, agents, conversations, missions, webSessions, loginThrottle: new LoginThrottle(store), housekeeping };
+  return { accounts, keys, agents, conversations, missions, webSessions, loginThrottle, housekeeping };
 }
