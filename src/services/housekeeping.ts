@@ -7,8 +7,9 @@ import type { WebSessionsService } from './web-sessions.ts';
 /**
  * Periodic clean-up, so that nothing needs babysitting: expired idempotency records,
  * duplicate-window claims, web app sessions that are over (idle too long, or past their end;
- * nobody may come back to delete them on sight) and log-in attempts out of their window are deleted, so are (on PostgreSQL) the
- * rate-limit rows of idle keys, and missions nobody can settle any more are closed.
+ * nobody may come back to delete them on sight) and log-in attempts out of their window are
+ * deleted, so are (on PostgreSQL) the rate-limit rows of idle keys, and missions nobody can
+ * settle any more are closed.
  */
 export class Housekeeping {
   private timer: NodeJS.Timeout | null = null;

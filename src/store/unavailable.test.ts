@@ -20,6 +20,7 @@ test('a database that cannot do the work just now is told from work that is wron
     fromStore(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })),
     fromStore(new Error('Connection terminated unexpectedly')),
     fromStore(new Error('timeout exceeded when trying to connect')),
+    fromStore(new Error('timeout expired')), // pg's own connect timeout, a frozen server's usual first sign
     fromStore(new Error('PostgreSQL did not answer within 35 s: the connection was dropped')),
   ];
   for (const error of away) assert.equal(isStoreUnavailable(error), true, JSON.stringify(error));
@@ -33,6 +34,7 @@ test('a database that cannot do the work just now is told from work that is wron
     Object.assign(new Error('connect ECONNREFUSED 10.0.0.1:443'), { code: 'ECONNREFUSED' }),
     Object.assign(new Error('aborted'), { code: 'ECONNRESET', statusCode: 400 }),
     new Error('Connection terminated unexpectedly'),
+    new Error('timeout expired'),
     null,
     'a string',
   ];

@@ -55,4 +55,5 @@ const SQLITE_UNAVAILABLE = new Set([5, 6, 7, 10, 13, 14]);
 
 const NODE_NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
 
-const PG_CONNECTION_MESSAGES = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Cannot use a pool after calling end|Query read timeout|PostgreSQL did not answer within)/;
+// `timeout expired`: a new connection that the server did not accept within the connect timeout.
+const PG_CONNECTION_MESSAGES = /^(Connection terminated|timeout exceeded when trying to connect|timeout expired|Client has encountered a connection error|Cannot use a pool after calling end|Query read timeout|PostgreSQL did not answer within)/;
