@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { openStore, type Store } from '../store/store.ts';
 import { startTestApp, type TestApp } from '../testing/harness.ts';
-import { clientOf, keyOf, LoginThrottle } from './login-throttle.ts';
+import { createHash } from 'node:crypto';
+import { clientOf, LoginThrottle } from './login-throttle.ts';
 
 let t: TestApp;
 /** A second connection to the same database: another instance, as far as the throttle can tell. */
@@ -67,9 +68,13 @@ test('a refused attempt writes nothing: a flood at a locked account keeps no mor
 });
 
 test('what is counted is a digest of one size, whatever a client sends (a megabyte of email is not kept)', async () => {
-  assert.equal(keyOf('a', 'x'.repeat(1_000_000)).length, keyOf('a', 'a@b.c').length);
-  assert.notEqual(keyOf('a', 'a@example.test'), keyOf('i', 'a@example.test'), 'accounts and addresses never share a count');
   const throttle = new LoginThrottle(t.runtime.store);
+  assert.equal((await throttle.keyOf('a', 'x'.repeat(1_000_000))).length, (await throttle.keyOf('a', 'a@b.c')).length);
+  assert.notEqual(await throttle.keyOf('a', 'a@example.test'), await throttle.keyOf('i', 'a@example.test'), 'accounts and addresses never share a count');
+  // Keyed with the deployment's secret: the same on another instance, and not a plain digest that
+  // a copy of the table would give back by trying every address.
+  assert.equal(await new LoginThrottle(elsewhere).keyOf('i', '192.0.2.1'), await throttle.keyOf('i', '192.0.2.1'));
+  assert.notEqual(await throttle.keyOf('i', '192.0.2.1'), `i:${createHash('sha256').update('192.0.2.1').digest('base64url')}`);
   const huge = `${'y'.repeat(1_000_000)}-${++unique}@example.test`;
   for (let i = 0; i < 5; i++) await throttle.beginLogin(huge, `192.0.2.${150 + i}`);
   assert.ok(!allowed(await throttle.beginLogin(huge, '192.0.2.160')), 'still counted per account');

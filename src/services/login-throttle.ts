@@ -1,7 +1,8 @@
-import { hash } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import { sql, type Transaction } from 'kysely';
 import ipaddr from 'ipaddr.js';
 import { randomBase62 } from '../domain/ids.ts';
+import { instanceSecret } from '../store/repos/instance-secrets.ts';
 import type { DB } from '../store/schema.ts';
 import type { Store } from '../store/store.ts';
 
@@ -43,11 +44,6 @@ export interface LoginAttempt {
   id: string;
 }
 
-/**
- * What is counted, as a key of fixed size: a client may send an email (or, through a proxy it
- * is trusted on, an address) of any length, and none of it needs keeping.
- */
-export const keyOf = (kind: 'a' | 'i' | 's', value: string): string => `${kind}:${hash('sha256', value, 'base64url')}`;
 
 /**
  * What a per-IP limit counts as one client: an IPv4 address, or the /64 an IPv6 address lies in
@@ -75,10 +71,25 @@ export class LoginThrottle {
   private readonly store: Store;
   private readonly options: ThrottleOptions;
   private lastSweep = 0;
+  private keying: Promise<Buffer> | undefined;
 
   constructor(store: Store, options: Partial<ThrottleOptions> = {}) {
     this.store = store;
     this.options = { ...DEFAULT_THROTTLE, ...options };
+  }
+
+  /**
+   * What is counted, as a key of fixed size: a client may send an email (or, through a proxy it
+   * is trusted on, an address) of any length, and none of it needs keeping. Keyed with a secret of
+   * the deployment (an HMAC), so that a copy of the table does not give back, by trying every
+   * IPv4 address or a list of emails, who tried to log in from where.
+   */
+  async keyOf(kind: 'a' | 'i' | 's', value: string): Promise<string> {
+    this.keying ??= instanceSecret(this.store.db, 'web.login-throttle-key').catch((error: unknown) => {
+      this.keying = undefined; // the database was away: ask again next time
+      throw error;
+    });
+    return `${kind}:${createHmac('sha256', await this.keying).update(value).digest('base64url')}`;
   }
 
   /**
@@ -89,20 +100,21 @@ export class LoginThrottle {
     const { perAccount, perIp, windowMs } = this.options;
     const id = randomBase62(16);
     const wait = await this.take([
-      { key: keyOf('a', email), limit: perAccount, windowMs },
-      { key: keyOf('i', clientOf(ip)), limit: perIp, windowMs },
+      { key: await this.keyOf('a', email), limit: perAccount, windowMs },
+      { key: await this.keyOf('i', clientOf(ip)), limit: perIp, windowMs },
     ], id, now);
     return wait > 0 ? { retryAfter: wait } : { attempt: { email, ip, id } };
   }
 
   /** The password was right: this attempt is forgiven, and so are the account's earlier failures. */
   async succeeded(attempt: LoginAttempt): Promise<void> {
+    const [account, address] = [await this.keyOf('a', attempt.email), await this.keyOf('i', clientOf(attempt.ip))];
     // Both by key, so that the index on (key, at) finds the rows: by `attempt` alone, each log-in
     // read the whole table, which anyone can fill (30 rows a window per address, or per IPv6 /64).
     await this.store.db.deleteFrom('login_attempts')
       .where((eb) => eb.or([
-        eb('key', '=', keyOf('a', attempt.email)),
-        eb.and([eb('key', '=', keyOf('i', clientOf(attempt.ip))), eb('attempt', '=', attempt.id)]),
+        eb('key', '=', account),
+        eb.and([eb('key', '=', address), eb('attempt', '=', attempt.id)]),
       ]))
       .execute();
   }
@@ -110,7 +122,7 @@ export class LoginThrottle {
   /** Starts a sign-up: 0 when it may go ahead (and it is counted), else the seconds to wait. */
   async beginSignup(ip: string, now = this.store.clock.now()): Promise<number> {
     const { signupPerIp, signupWindowMs } = this.options;
-    return this.take([{ key: keyOf('s', clientOf(ip)), limit: signupPerIp, windowMs: signupWindowMs }], randomBase62(16), now);
+    return this.take([{ key: await this.keyOf('s', clientOf(ip)), limit: signupPerIp, windowMs: signupWindowMs }], randomBase62(16), now);
   }
 
   /**
