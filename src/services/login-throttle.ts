@@ -18,7 +18,7 @@ import type { Store } from '../store/store.ts';
  * because each one costs a full scrypt hash (~128 MiB, ~0.4 s at the default cost).
  *
  * A refused attempt is not written, so a flood costs no rows; what is written leaves within a
- * minute of falling out of its window (a sweep, run by the attempts themselves).
+ * minute of falling out of its window (the housekeeping's sweep).
  */
 export interface ThrottleOptions {
   perAccount: number;
@@ -32,9 +32,6 @@ export const DEFAULT_THROTTLE: ThrottleOptions = {
   perAccount: 5, perIp: 30, windowMs: 15 * 60_000,
   signupPerIp: 10, signupWindowMs: 15 * 60_000,
 };
-
-/** Attempts out of every window are deleted at most this often (one statement, by its index). */
-const SWEEP_EVERY_MS = 60_000;
 
 /** A log-in attempt that was let through; hand it back to `succeeded` when the password was right. */
 export interface LoginAttempt {
@@ -70,7 +67,6 @@ interface Budget {
 export class LoginThrottle {
   private readonly store: Store;
   private readonly options: ThrottleOptions;
-  private lastSweep = 0;
   private keying: Promise<Buffer> | undefined;
 
   constructor(store: Store, options: Partial<ThrottleOptions> = {}) {
@@ -131,7 +127,6 @@ export class LoginThrottle {
    */
   private async take(budgets: Budget[], id: string, at: number): Promise<number> {
     const now = Math.floor(at); // stored to the millisecond (the store's clock may give a fraction)
-    if (now - this.lastSweep >= SWEEP_EVERY_MS) await this.sweep(now);
     return this.store.db.transaction().execute(async (trx) => {
       await lockKeys(trx, this.store.dialect, budgets.map((b) => b.key));
       let wait = 0;
@@ -142,13 +137,9 @@ export class LoginThrottle {
     });
   }
 
-  /**
-   * Deletes the attempts that are out of every window: by an attempt at most once a minute (per
-   * instance), and by housekeeping, so that none stays when no attempt comes after it.
-   */
+  /** Deletes the attempts that are out of every window (housekeeping, every minute; by the index on `at`). */
   async sweep(at = this.store.clock.now()): Promise<number> {
     const now = Math.floor(at);
-    this.lastSweep = now;
     const longest = Math.max(this.options.windowMs, this.options.signupWindowMs);
     const result = await this.store.db.deleteFrom('login_attempts').where('at', '<=', now - longest).executeTakeFirst();
     return Number(result.numDeletedRows);
