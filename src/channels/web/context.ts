@@ -2,11 +2,10 @@ import { timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest, RouteGenericInterface } from 'fastify';
 import type { Config } from '../../config.ts';
 import type { Services } from '../../services/services.ts';
-import type { WebSession, WebSessionsService } from '../../services/web-sessions.ts';
+import type { WebSession } from '../../services/web-sessions.ts';
 import { html, type SafeHtml } from './html.ts';
 import { page, type NavKey } from './layout.ts';
 import type { Sealer } from './flash.ts';
-import type { LoginThrottle } from '../../services/login-throttle.ts';
 import type { RateLimiter } from '../../ratelimit/rate-limiter.ts';
 import type { SharedClock } from '../../store/shared-clock.ts';
 
@@ -27,8 +26,6 @@ export const FLASH_KEY_COOKIE = 'ac_new_key';
 export interface WebContext {
   services: Services;
   config: Config;
-  sessions: WebSessionsService;
-  throttle: LoginThrottle;
   /** The API keys' limiter (shared by instances like theirs), which also counts web chat messages per person. */
   rateLimiter: RateLimiter;
   /** Seals what one page hands to the next through a cookie (see flash.ts). */

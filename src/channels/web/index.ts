@@ -41,15 +41,12 @@ function loadAsset(name: string, type: string): Asset {
  */
 export function webChannel(runtime: Runtime) {
   return async function register(scope: FastifyInstance): Promise<void> {
-    const sessions = runtime.services.webSessions;
     const ctx: WebContext = {
       services: runtime.services,
       config: runtime.config,
-      sessions,
-      throttle: runtime.services.loginThrottle,
       rateLimiter: runtime.rateLimiter,
       // What one instance seals, another may open: its expiry is by the clock they share.
-      sealer: new Sealer({ key: await sessions.sealingKey(), now: () => runtime.store.clock.now() }),
+      sealer: new Sealer({ key: await runtime.services.webSessions.sealingKey(), now: () => runtime.store.clock.now() }),
       clock: runtime.store.clock,
     };
     await scope.register(cookie);
@@ -74,7 +71,7 @@ export function webChannel(runtime: Runtime) {
           'This form was sent from another site, so it was not acted on. Open the page on this site and try again.');
       }
 
-      const session = await ctx.sessions.resolve(request.cookies[SESSION_COOKIE]);
+      const session = await ctx.services.webSessions.resolve(request.cookies[SESSION_COOKIE]);
       if (session) {
         request.webSession = session;
         request.csrfToken = session.csrfToken;

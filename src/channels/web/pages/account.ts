@@ -44,7 +44,7 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
   app.post('/signup', async (request, reply) => {
     const email = formValue(request.body, 'email');
     const password = formValue(request.body, 'password');
-    const wait = await ctx.throttle.beginSignup(request.ip);
+    const wait = await ctx.services.loginThrottle.beginSignup(request.ip);
     if (wait > 0) {
       reply.header('Retry-After', String(wait));
       return render(request, reply, {
@@ -80,7 +80,7 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
     const email = formValue(request.body, 'email').trim().toLowerCase();
     const password = formValue(request.body, 'password');
     const next = safeNext(formValue(request.body, 'next'));
-    const started = await ctx.throttle.beginLogin(email, request.ip);
+    const started = await ctx.services.loginThrottle.beginLogin(email, request.ip);
     if ('retryAfter' in started) {
       reply.header('Retry-After', String(started.retryAfter));
       return render(request, reply, {
@@ -96,14 +96,14 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
         body: loginForm(request.csrfToken, next, email, notice('error', 'That email and password do not match an account.')),
       });
     }
-    await ctx.throttle.succeeded(started.attempt);
+    await ctx.services.loginThrottle.succeeded(started.attempt);
     await startSession(ctx, request, reply, user.id);
     return reply.redirect(next, 303);
   });
 
   app.post('/logout', async (request, reply) => {
     const token = request.cookies[SESSION_COOKIE];
-    if (token) await ctx.sessions.destroy(token);
+    if (token) await ctx.services.webSessions.destroy(token);
     reply.clearCookie(SESSION_COOKIE, cookieOptions(request));
     return reply.redirect('/login?bye=1', 303);
   });
@@ -112,8 +112,8 @@ export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {
 /** Log-in and sign-up always start a new session (a new cookie token: no session fixation). */
 async function startSession(ctx: WebContext, request: FastifyRequest, reply: FastifyReply, userId: string): Promise<void> {
   const old = request.cookies[SESSION_COOKIE];
-  if (old) await ctx.sessions.destroy(old);
-  const { token } = await ctx.sessions.create(userId);
+  if (old) await ctx.services.webSessions.destroy(old);
+  const { token } = await ctx.services.webSessions.create(userId);
   reply.setCookie(SESSION_COOKIE, token, cookieOptions(request));
   reply.clearCookie(PRE_COOKIE, cookieOptions(request));
 }
