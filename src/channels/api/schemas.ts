@@ -72,6 +72,23 @@ export const pageLimitParam = (items: string, whenOmitted?: string) => z.string(
     type: 'integer', minimum: PAGE_LIMIT.min, maximum: PAGE_LIMIT.max, pattern: undefined,
   } as Record<string, unknown>);
 
+/**
+ * The query of a list of what waits for a person (GET /actions, GET /questions): one session's
+ * items, and a page of them when the client pages (`limit`, `after`); without either, all of them.
+ */
+export function waitingListQuery(items: { plural: string; singular: string; id: string; settled: string; exampleId: string }) {
+  return z.object({
+    // No length bound of its own (the URL's bounds it): an id that cannot be one matches nothing.
+    session_id: z.string().optional().meta({ description: `Only ${items.plural} of this session (an unknown one: an empty list).` }),
+    limit: pageLimitParam(items.plural[0]!.toUpperCase() + items.plural.slice(1),
+      `without \`limit\` and \`after\`, every ${items.singular} is listed, in one answer; with \`after\` alone, ${PAGE_LIMIT.default}`),
+    after: z.string().optional().meta({
+      description: `The \`${items.id}\` of the last ${items.singular} of the page before: only ${items.plural} after it are listed (${items.settled} since or not).`,
+      example: items.exampleId,
+    }),
+  });
+}
+
 /** A `limit` query parameter as the service takes it (undefined when not given). */
 export const pageLimitOf = (limit: string | undefined): number | undefined => (limit === undefined ? undefined : Number(limit));
 

@@ -1,8 +1,7 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { PAGE_LIMIT } from '../../../domain/paging.ts';
-import { COMMON_PROBLEMS, EXAMPLE_IDS, pageLimitOf, pageLimitParam, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
+import { COMMON_PROBLEMS, EXAMPLE_IDS, pageLimitOf, problemResponse, waitingListQuery, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 export const ActionSchema = z.object({
   operation_id: z.string().meta({ description: 'The action\'s id; also the idempotency key its tool runs with.', example: EXAMPLE_IDS.action }),
@@ -15,15 +14,7 @@ export const ActionSchema = z.object({
   created_at: z.string().meta({ description: 'When it was drafted (RFC 3339 UTC).' }),
 }).meta({ id: 'PendingAction' });
 
-const ListActionsQuery = z.object({
-  // No length bound of its own (the URL's bounds it): an id that cannot be one matches nothing.
-  session_id: z.string().optional().meta({ description: 'Only actions of this session (an unknown one: an empty list).' }),
-  limit: pageLimitParam('Actions', `without \`limit\` and \`after\`, every action is listed, in one answer; with \`after\` alone, ${PAGE_LIMIT.default}`),
-  after: z.string().optional().meta({
-    description: 'The `operation_id` of the last action of the page before: only actions after it are listed (settled since or not).',
-    example: EXAMPLE_IDS.action,
-  }),
-});
+const ListActionsQuery = waitingListQuery({ plural: 'actions', singular: 'action', id: 'operation_id', settled: 'settled', exampleId: EXAMPLE_IDS.action });
 
 /** §5 Pending actions: what waits for the caller's permission, oldest first. */
 export function listActionsRoute(app: ApiApp, ctx: ApiContext): void {

@@ -1,8 +1,7 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
-import { PAGE_LIMIT } from '../../../domain/paging.ts';
-import { COMMON_PROBLEMS, EXAMPLE_IDS, pageLimitOf, pageLimitParam, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
+import { COMMON_PROBLEMS, EXAMPLE_IDS, pageLimitOf, problemResponse, waitingListQuery, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 export const QuestionSchema = z.object({
   request_id: z.string().meta({ description: 'The question\'s id; answer it with POST /questions/answers.', example: EXAMPLE_IDS.question }),
@@ -15,15 +14,7 @@ export const QuestionSchema = z.object({
   created_at: z.string().meta({ description: 'When it was asked (RFC 3339 UTC).' }),
 }).meta({ id: 'OpenQuestion' });
 
-const ListQuestionsQuery = z.object({
-  // No length bound of its own (the URL's bounds it): an id that cannot be one matches nothing.
-  session_id: z.string().optional().meta({ description: 'Only questions of this session (an unknown one: an empty list).' }),
-  limit: pageLimitParam('Questions', `without \`limit\` and \`after\`, every question is listed, in one answer; with \`after\` alone, ${PAGE_LIMIT.default}`),
-  after: z.string().optional().meta({
-    description: 'The `request_id` of the last question of the page before: only questions after it are listed (answered since or not).',
-    example: EXAMPLE_IDS.question,
-  }),
-});
+const ListQuestionsQuery = waitingListQuery({ plural: 'questions', singular: 'question', id: 'request_id', settled: 'answered', exampleId: EXAMPLE_IDS.question });
 
 /** §6 Open questions: put to the caller, plus those on missions the caller owns. */
 export function listQuestionsRoute(app: ApiApp, ctx: ApiContext): void {
