@@ -54,6 +54,12 @@ export interface QuestionView {
   created_at: string;
 }
 
+/** Where an item stands in a list ordered by (created_at, id): a page cursor's place. */
+interface ListPosition {
+  created_at: string;
+  id: string;
+}
+
 /** Which page of a list, and of which session's items. */
 export interface ListOptions {
   sessionId?: string | undefined;
@@ -103,22 +109,17 @@ export class MissionsService {
 
   /**
    * §5: actions awaiting permission on missions the caller owns, oldest first: all of them, or a
-   * page at a time when the caller pages (listLimit); `after` is the operation_id of the last
+   * page at a time when the caller pages (see listPage); `after` is the operation_id of the last
    * action of the page before (settled since or not).
    */
   async listActions(userId: string, options: ListOptions = {}): Promise<{ actions: ActionView[]; has_more: boolean }> {
-    const limit = listLimit(options);
-    const position = options.after === undefined ? undefined : await this.positionOf('actions', userId, options.after);
-    // A session id that cannot be one has no actions (and never reaches the database).
-    if (options.sessionId !== undefined && !looksLikeId('session', options.sessionId)) return { actions: [], has_more: false };
-    await this.closeOrphanedMissions({ involving: userId });
-    const rows = await this.pendingActionsOf(userId, options.sessionId)
+    const { items, has_more } = await this.listPage('actions', userId, options, (position, take) => this.pendingActionsOf(userId, options.sessionId)
       .selectAll('actions')
       .$if(position !== undefined, (q) => q.where(laterThan('actions', position!)))
       .orderBy('actions.created_at').orderBy('actions.id')
-      .$if(limit !== undefined, (q) => q.limit(limit! + 1))
-      .execute();
-    return { actions: rows.slice(0, limit).map(toActionView), has_more: limit !== undefined && rows.length > limit };
+      .$if(take !== undefined, (q) => q.limit(take!))
+      .execute());
+    return { actions: items.map(toActionView), has_more };
   }
 
   /**
@@ -126,17 +127,30 @@ export class MissionsService {
    * session, if given), oldest first: all of them, or a page at a time (`limit`, `after`: as for listActions).
    */
   async listQuestions(userId: string, options: ListOptions = {}): Promise<{ questions: QuestionView[]; has_more: boolean }> {
-    const limit = listLimit(options);
-    const position = options.after === undefined ? undefined : await this.positionOf('questions', userId, options.after);
-    if (options.sessionId !== undefined && !looksLikeId('session', options.sessionId)) return { questions: [], has_more: false };
-    await this.closeOrphanedMissions({ involving: userId });
-    const rows = await this.openQuestionsFor(userId, options.sessionId)
+    const { items, has_more } = await this.listPage('questions', userId, options, (position, take) => this.openQuestionsFor(userId, options.sessionId)
       .selectAll('questions')
       .$if(position !== undefined, (q) => q.where(laterThan('questions', position!)))
       .orderBy('questions.created_at').orderBy('questions.id')
-      .$if(limit !== undefined, (q) => q.limit(limit! + 1))
-      .execute();
-    return { questions: rows.slice(0, limit).map(toQuestionView), has_more: limit !== undefined && rows.length > limit };
+      .$if(take !== undefined, (q) => q.limit(take!))
+      .execute());
+    return { questions: items.map(toQuestionView), has_more };
+  }
+
+  /**
+   * What both lists do around their own query, in this order: the page size and the cursor are
+   * judged (422) before anything is read; a session id that cannot be one lists nothing (and never
+   * reaches the database); missions nobody can settle any more are closed first, so that none of
+   * their items is listed. `rowsAfter` reads up to `take` rows after `position` (all, when undefined).
+   */
+  private async listPage<R>(table: 'actions' | 'questions', userId: string, options: ListOptions,
+    rowsAfter: (position: ListPosition | undefined, take: number | undefined) => Promise<R[]>): Promise<{ items: R[]; has_more: boolean }> {
+    const limit = listLimit(options);
+    const position = options.after === undefined ? undefined : await this.positionOf(table, userId, options.after);
+    if (options.sessionId !== undefined && !looksLikeId('session', options.sessionId)) return { items: [], has_more: false };
+    await this.closeOrphanedMissions({ involving: userId });
+    // One row more than the page: whether it came says whether more follow.
+    const rows = await rowsAfter(position, limit === undefined ? undefined : limit + 1);
+    return { items: rows.slice(0, limit), has_more: limit !== undefined && rows.length > limit };
   }
 
   /** How many actions and questions wait for the caller (in one session, if given): what the lists would list, counted. */
@@ -186,7 +200,7 @@ export class MissionsService {
    * the caller could have been listed (its owner, or for a question also the person asked).
    * Anything else, missing or another account's alike, is the same 422.
    */
-  private async positionOf(table: 'actions' | 'questions', userId: string, id: string): Promise<{ created_at: string; id: string }> {
+  private async positionOf(table: 'actions' | 'questions', userId: string, id: string): Promise<ListPosition> {
     const row = looksLikeId(table === 'actions' ? 'action' : 'question', id)
       ? await this.db.selectFrom(table).select(['created_at', 'id']).where('id', '=', id)
         .where((eb) => (table === 'actions'
@@ -546,7 +560,7 @@ function listLimit(options: ListOptions): number | undefined {
 }
 
 /** Rows after `position` in a list ordered by (created_at, id): the keyset condition of its next page. */
-function laterThan<T extends 'actions' | 'questions'>(table: T, position: { created_at: string; id: string }) {
+function laterThan<T extends 'actions' | 'questions'>(table: T, position: ListPosition) {
   return (eb: ExpressionBuilder<DB, T>) => {
     const createdAt = sql.ref<string>(`${table}.created_at`);
     return eb.or([
