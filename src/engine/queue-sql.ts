@@ -290,12 +290,6 @@ export async function openContinuationPayloads(db: Kysely<DB>, sessionId: string
 
 export type SessionStatus = 'idle' | 'processing' | 'queued';
 
-/** A session's status from how many of its jobs are unfinished, and how many of those are running. */
-function statusFromCounts(open: number, running: number): SessionStatus {
-  if (running > 0) return 'processing';
-  return open > 0 ? 'queued' : 'idle';
-}
-
 /**
  * Whether a session has an open job, and a running one, as two columns of a query over sessions
  * (read them with statusOfSession): not how many, since a count (or reading the open jobs) reads
@@ -317,13 +311,15 @@ const sessionWithOpenJobs = prepared((db, sessionId: string, userId: string) => 
 export async function ownSessionWithStatus(db: Kysely<DB>, sessionId: string, userId: string): Promise<{ session: Session; status: SessionStatus } | undefined> {
   const [row] = await sessionWithOpenJobs(db, sessionId, userId);
   if (!row) return undefined;
-  const { open_jobs: open, running_jobs: running, ...session } = row;
-  return { session, status: statusOfSession({ open_jobs: open, running_jobs: running }) };
+  const { open_jobs: _open, running_jobs: _running, ...session } = row;
+  return { session, status: statusOfSession(row) };
 }
 
 /** A session's status from the two columns of openJobsOf (booleans on PostgreSQL, 0 or 1 on SQLite). */
-export const statusOfSession = (row: { open_jobs: unknown; running_jobs: unknown }): SessionStatus =>
-  statusFromCounts(Number(row.open_jobs), Number(row.running_jobs));
+export function statusOfSession(row: { open_jobs: unknown; running_jobs: unknown }): SessionStatus {
+  if (Number(row.running_jobs)) return 'processing';
+  return Number(row.open_jobs) ? 'queued' : 'idle';
+}
 
 function normalize(job: Job): Job {
   return { ...job, id: Number(job.id), user_turn_id: job.user_turn_id === null ? null : Number(job.user_turn_id), reply_turn_id: job.reply_turn_id === null ? null : Number(job.reply_turn_id) };
