@@ -26,8 +26,8 @@ const failures: Array<[string, string[], RegExp]> = [
   ['an email already registered', ['users', 'create', '--email', 'someone@example.test', '--password', 'correct horse'], /already registered/],
   ['a plan that does not exist', ['users', 'create', '--email', 'p@example.test', '--password', 'correct horse', '--plan', 'gold'], /--plan/],
   ['an unknown user', ['keys', 'list', '--email', 'nobody@example.test'], /nobody@example\.test/],
-  ['a rate limit out of range', ['keys', 'create', '--email', 'someone@example.test', '--label', 'x', '--rate-limit', '0'], /^error: --rate-limit must be from 1 to 10000 requests a minute\n$/],
-  ['an expiry out of range', ['keys', 'create', '--email', 'someone@example.test', '--label', 'x', '--expires-in-days', '5000'], /^error: --expires-in-days must be from 1 to 3650 days\n$/],
+  ['a rate limit out of range', ['keys', 'create', '--email', 'someone@example.test', '--label', 'x', '--rate-limit', '0'], /^agent-channel: --rate-limit must be from 1 to 10000 requests a minute\n$/],
+  ['an expiry out of range', ['keys', 'create', '--email', 'someone@example.test', '--label', 'x', '--expires-in-days', '5000'], /^agent-channel: --expires-in-days must be from 1 to 3650 days\n$/],
   ['a rate limit that is not a number', ['keys', 'create', '--email', 'someone@example.test', '--label', 'x', '--rate-limit', 'lots'], /whole number/],
   ['revoking a key that does not exist', ['keys', 'revoke', '--email', 'someone@example.test', '--key-id', 'NoSuchKey0000000'], /No such key\. --key-id takes the id that `keys list/],
   ['enabling a key that does not exist', ['keys', 'enable', '--key-id', 'NoSuchKey0000000'], /key/i],
@@ -35,6 +35,9 @@ const failures: Array<[string, string[], RegExp]> = [
   ['an unknown workspace', ['workspaces', 'add-member', '--workspace', 'wsp_nope', '--email', 'someone@example.test', '--role', 'member'], /workspace/i],
   ['a flag value that looks like a flag', ['users', 'create', '--email', 'h@example.test', '--password', '-h'], /--password=/],
   ['extra words after a command', ['keys', 'list', 'now', '--email', 'someone@example.test'], /unknown command "keys list now"/],
+  ['a flag given twice', ['keys', 'list', '--email', 'someone@example.test', '--email', 'other@example.test'], /^agent-channel: --email is given twice\n/],
+  ['a flag of another command', ['keys', 'list', '--email', 'someone@example.test', '--label', 'laptop'], /^agent-channel: keys list takes no --label \(it takes --email\)\n/],
+  ['a flag given to serve', ['serve', '--email', 'someone@example.test'], /^agent-channel: serve takes no flags \(got --email\)\n/],
   ['a label with a line break', ['keys', 'create', '--email', 'someone@example.test', '--label', 'one\ntwo'], /control characters/],
 ];
 
@@ -44,6 +47,7 @@ for (const [what, args, message] of failures) {
     assert.notEqual(result.code, 0);
     assert.equal(result.stdout, '');
     assert.match(result.stderr, message);
+    assert.match(result.stderr, /^agent-channel: \S/, 'one form for every mistake: the program, then why');
     assert.doesNotMatch(result.stderr, /\n\s+at .+:\d+:\d+/, 'no stack trace');
   });
 }

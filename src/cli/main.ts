@@ -24,7 +24,11 @@ serve takes no flags: its settings are environment variables (PORT, HOST, LOG_LE
 each described in the README's Configuration table, e.g. PORT=9000 agent-channel serve.`;
 
 type Flags = Record<string, string | undefined>;
-type Command = (services: Services, flags: Flags, out: (line: string) => void) => Promise<void>;
+/** A command: the flags it takes (any other is a usage mistake), and what it does. */
+interface Command {
+  flags: readonly string[];
+  run(services: Services, flags: Flags, out: (line: string) => void): Promise<void>;
+}
 
 function required(flags: Flags, name: string): string {
   const value = flags[name];
@@ -74,65 +78,101 @@ function describeProblem(problem: Problem): string {
 }
 
 const COMMANDS: Record<string, Command> = {
-  'users create': async (s, f, out) => {
-    const plan = f.plan ?? 'free';
-    if (plan !== 'free' && plan !== 'pro') throw new UsageError('--plan must be free or pro');
-    const user = await s.accounts.createUser({ email: required(f, 'email'), password: required(f, 'password'), plan });
-    out(user.id);
+  'users create': {
+    flags: ['email', 'password', 'plan'],
+    async run(s, f, out) {
+      const plan = f.plan ?? 'free';
+      if (plan !== 'free' && plan !== 'pro') throw new UsageError('--plan must be free or pro');
+      const user = await s.accounts.createUser({ email: required(f, 'email'), password: required(f, 'password'), plan });
+      out(user.id);
+    },
   },
-  'users set-plan': async (s, f) => {
-    const plan = required(f, 'plan');
-    if (plan !== 'free' && plan !== 'pro') throw new UsageError('--plan must be free or pro');
-    await s.accounts.setPlan(required(f, 'email'), plan);
+  'users set-plan': {
+    flags: ['email', 'plan'],
+    async run(s, f) {
+      const plan = required(f, 'plan');
+      if (plan !== 'free' && plan !== 'pro') throw new UsageError('--plan must be free or pro');
+      await s.accounts.setPlan(required(f, 'email'), plan);
+    },
   },
-  'agents create': async (s, f, out) => {
-    const user = await s.accounts.requireByEmail(required(f, 'email'));
-    const agent = await s.agents.create(user.id, { agent_name: required(f, 'name'), workspace_id: f.workspace });
-    out(agent.agent_id);
+  'agents create': {
+    flags: ['email', 'name', 'workspace'],
+    async run(s, f, out) {
+      const user = await s.accounts.requireByEmail(required(f, 'email'));
+      const agent = await s.agents.create(user.id, { agent_name: required(f, 'name'), workspace_id: f.workspace });
+      out(agent.agent_id);
+    },
   },
-  'keys create': async (s, f, out) => {
-    const user = await s.accounts.requireByEmail(required(f, 'email'));
-    const { token } = await s.keys.create(user.id, {
-      label: required(f, 'label'), rate_limit: optionalInt(f, 'rate-limit'), expires_in_days: optionalInt(f, 'expires-in-days'),
-    });
-    out(token);
+  'keys create': {
+    flags: ['email', 'label', 'rate-limit', 'expires-in-days'],
+    async run(s, f, out) {
+      const user = await s.accounts.requireByEmail(required(f, 'email'));
+      const { token } = await s.keys.create(user.id, {
+        label: required(f, 'label'), rate_limit: optionalInt(f, 'rate-limit'), expires_in_days: optionalInt(f, 'expires-in-days'),
+      });
+      out(token);
+    },
   },
-  'keys list': async (s, f, out) => {
-    const user = await s.accounts.requireByEmail(required(f, 'email'));
-    for (const key of await s.keys.list(user.id)) {
-      // One key per line, tab-separated: a label can never break the line or add a column.
-      const label = key.label.replace(/[\p{Cc}]/gu, ' ');
-      out([key.key_id, label, key.status, key.last_used_at ?? 'never', key.expires_at ?? 'never'].join('\t'));
-    }
+  'keys list': {
+    flags: ['email'],
+    async run(s, f, out) {
+      const user = await s.accounts.requireByEmail(required(f, 'email'));
+      for (const key of await s.keys.list(user.id)) {
+        // One key per line, tab-separated: a label can never break the line or add a column.
+        const label = key.label.replace(/[\p{Cc}]/gu, ' ');
+        out([key.key_id, label, key.status, key.last_used_at ?? 'never', key.expires_at ?? 'never'].join('\t'));
+      }
+    },
   },
-  'keys revoke': async (s, f) => {
-    const user = await s.accounts.requireByEmail(required(f, 'email'));
-    await onKey(() => s.keys.revoke(user.id, keyIdFlag(f)));
+  'keys revoke': {
+    flags: ['email', 'key-id'],
+    async run(s, f) {
+      const user = await s.accounts.requireByEmail(required(f, 'email'));
+      await onKey(() => s.keys.revoke(user.id, keyIdFlag(f)));
+    },
   },
-  'keys disable': async (s, f) => {
-    await onKey(() => s.keys.setEnabled(keyIdFlag(f), false));
+  'keys disable': {
+    flags: ['key-id'],
+    async run(s, f) {
+      await onKey(() => s.keys.setEnabled(keyIdFlag(f), false));
+    },
   },
-  'keys enable': async (s, f) => {
-    await onKey(() => s.keys.setEnabled(keyIdFlag(f), true));
+  'keys enable': {
+    flags: ['key-id'],
+    async run(s, f) {
+      await onKey(() => s.keys.setEnabled(keyIdFlag(f), true));
+    },
   },
-  'workspaces list': async (s, f, out) => {
-    const user = await s.accounts.requireByEmail(required(f, 'email'));
-    // One workspace per line, tab-separated, the personal one first: the ids --workspace takes.
-    for (const workspace of await s.accounts.workspacesOf(user.id)) {
-      out([workspace.workspace_id, workspace.role, workspace.name.replace(/[\p{Cc}]/gu, ' ')].join('\t'));
-    }
+  'workspaces list': {
+    flags: ['email'],
+    async run(s, f, out) {
+      const user = await s.accounts.requireByEmail(required(f, 'email'));
+      // One workspace per line, tab-separated, the personal one first: the ids --workspace takes.
+      for (const workspace of await s.accounts.workspacesOf(user.id)) {
+        out([workspace.workspace_id, workspace.role, workspace.name.replace(/[\p{Cc}]/gu, ' ')].join('\t'));
+      }
+    },
   },
-  'workspaces add-member': async (s, f) => {
-    const role = required(f, 'role');
-    if (role !== 'member' && role !== 'admin') throw new UsageError('--role must be member or admin');
-    await s.accounts.addMember({ workspaceId: required(f, 'workspace'), email: required(f, 'email'), role });
+  'workspaces add-member': {
+    flags: ['workspace', 'email', 'role'],
+    async run(s, f) {
+      const role = required(f, 'role');
+      if (role !== 'member' && role !== 'admin') throw new UsageError('--role must be member or admin');
+      await s.accounts.addMember({ workspaceId: required(f, 'workspace'), email: required(f, 'email'), role });
+    },
   },
 };
 
-const FLAG_NAMES = ['email', 'password', 'plan', 'name', 'workspace', 'label', 'rate-limit', 'expires-in-days', 'key-id', 'role'];
+const FLAG_NAMES = [...new Set(Object.values(COMMANDS).flatMap((command) => command.flags))];
 
 /** Runs one CLI command; returns the exit code. Output on stdout, errors on stderr. */
 export async function run(argv: string[]): Promise<number> {
+  // Every mistake is one line in the same form as a failed start's (bin/agent-channel.js);
+  // a usage mistake (exit 2) is followed by the usage.
+  const fail = (message: string, code: 1 | 2): number => {
+    process.stderr.write(`agent-channel: ${message}\n${code === 2 ? `\n${USAGE}\n` : ''}`);
+    return code;
+  };
   let flags: Flags;
   let words: string[];
   try {
@@ -142,19 +182,28 @@ export async function run(argv: string[]): Promise<number> {
       options: { ...Object.fromEntries(FLAG_NAMES.map((n) => [n, { type: 'string' as const }])), help: { type: 'boolean', short: 'h' } },
       strict: true,
       allowPositionals: true,
+      tokens: true,
     });
     const { help, ...values } = parsed.values;
     if (help || parsed.positionals[0] === 'help') {
       process.stdout.write(`${USAGE}\n`);
       return 0;
     }
+    // parseArgs keeps a repeated flag's last value: a slip (which email was meant?), not a choice.
+    const seen = new Set<string>();
+    for (const token of parsed.tokens) {
+      if (token.kind !== 'option') continue;
+      if (seen.has(token.name)) throw new UsageError(`--${token.name} is given twice`);
+      seen.add(token.name);
+    }
     flags = values as Flags;
     words = parsed.positionals;
   } catch (error) {
-    process.stderr.write(`${(error as Error).message}\n\n${USAGE}\n`);
-    return 2;
+    return fail((error as Error).message, 2);
   }
   if (words.length === 0 || (words[0] === 'serve' && words.length === 1)) {
+    const extra = Object.keys(flags)[0];
+    if (extra) return fail(`serve takes no flags (got --${extra})`, 2);
     const { serve } = await import('../main.ts');
     await serve();
     return 0;
@@ -164,25 +213,19 @@ export async function run(argv: string[]): Promise<number> {
   if (!command || words.length > 2) {
     // A whole key typed where a flag was meant is not echoed: its secret part is left out.
     const shown = words.map((word) => { const key = parseApiKey(word); return key ? `ak_${key.keyId}_…` : word; });
-    process.stderr.write(`unknown command "${shown.join(' ')}"\n\n${USAGE}\n`);
-    return 2;
+    return fail(`unknown command "${shown.join(' ')}"`, 2);
   }
+  // A flag of another command is a mistake too (keys list --label L lists every key, unlabelled).
+  const foreign = Object.keys(flags).find((flag) => !command.flags.includes(flag));
+  if (foreign) return fail(`${name} takes no --${foreign} (it takes ${command.flags.map((f) => `--${f}`).join(', ')})`, 2);
   // The CLI shares the server's services but runs no turns and needs no shared rate limiter.
   const runtime = await createRuntime({ ...loadConfig(), rateLimitStore: 'memory' });
   try {
-    await command(runtime.services, flags, (line) => process.stdout.write(`${line}\n`));
+    await command.run(runtime.services, flags, (line) => process.stdout.write(`${line}\n`));
     return 0;
   } catch (error) {
-    if (error instanceof UsageError) {
-      process.stderr.write(`${error.message}\n`);
-      return 2;
-    }
-    if (error instanceof Problem) {
-      process.stderr.write(`error: ${describeProblem(error)}\n`);
-      return 1;
-    }
-    process.stderr.write(`error: ${(error as Error).message}\n`);
-    return 1;
+    if (error instanceof UsageError) return fail(error.message, 2);
+    return fail(error instanceof Problem ? describeProblem(error) : (error as Error).message, 1);
   } finally {
     await runtime.close();
   }
