@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { API, startTestApp, type TestApp } from './testing/harness.ts';
+import { sample } from './testing/metrics.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp(); });
@@ -31,13 +32,6 @@ test('a client cannot choose its own request id', async () => {
   const res = await t.inject({ method: 'GET', url: '/healthz', headers: { 'x-request-id': 'forged\nline' } });
   assert.notEqual(res.headers['x-request-id'], 'forged\nline');
 });
-
-/** The value of one Prometheus sample line, or 0 when it is absent. */
-function sample(metrics: string, name: string, labels: Record<string, string>): number {
-  const line = metrics.split('\n').find((l) => l.startsWith(`${name}{`) &&
-    Object.entries(labels).every(([k, v]) => l.includes(`${k}="${v}"`)));
-  return line ? Number(line.split(' ').at(-1)) : 0;
-}
 
 test('/metrics counts requests by route and status and has a latency histogram', async () => {
   const u = await t.user();

@@ -161,7 +161,14 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     }
   });
   // Every answer written out: one hook for all that follows it (each hook costs more than its work).
-  const metrics = installMetrics(app, { awaitingReply: () => runtime.engine.waiting });
+  const { engine } = runtime;
+  const metrics = installMetrics(app, {
+    awaitingReply: () => engine.waiting,
+    turnsRunning: () => engine.running,
+    // A scrape is answered even while the database is frozen: the count is left out then.
+    openJobs: () => answerWithin(engine.openJobs(), READY_WITHIN_MS),
+    observeTurns: (observer) => engine.observe(observer),
+  });
   app.addHook('onResponse', async (request, reply) => {
     const socket = request.raw.socket as CountedSocket; // this answer is written out (see MAX_PIPELINED_REQUESTS)
     if (socket[pendingAnswers]) socket[pendingAnswers] -= 1; // (an unroutable URL skips onRequest, not onResponse)

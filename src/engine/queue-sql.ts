@@ -127,6 +127,21 @@ export async function hasQueuedJobs(db: Kysely<DB>): Promise<boolean> {
   return (await anyQueuedJob(db)).length > 0;
 }
 
+/** Unfinished jobs of the whole deployment, by status. */
+export type OpenJobCounts = Record<'queued' | 'running', number>;
+
+const openJobsByStatus = prepared((db) => db.selectFrom('jobs')
+  .select(['status', (eb) => eb.fn.countAll<number | string>().as('count')]).where(inLine).groupBy('status'));
+
+/** Reads the jobs_line index (unfinished jobs only), never the history of finished ones. */
+export async function countOpenJobs(db: Kysely<DB>): Promise<OpenJobCounts> {
+  const counts: OpenJobCounts = { queued: 0, running: 0 };
+  for (const row of await openJobsByStatus(db)) {
+    if (row.status === 'queued' || row.status === 'running') counts[row.status] = Number(row.count);
+  }
+  return counts;
+}
+
 /** Ids of jobs that could start now, oldest first. */
 export async function findClaimable(db: Kysely<DB>, perAgent: number, limit: number): Promise<{ id: number; agent_id: string }[]> {
   if (perAgent < 1) return [];

@@ -1,13 +1,13 @@
 import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
 import type { Transaction } from 'kysely';
-import type { DB, Job } from '../store/schema.ts';
+import type { DB, Job, JobKind } from '../store/schema.ts';
 import type { Store } from '../store/store.ts';
 import { isStoreUnavailable } from '../store/unavailable.ts';
 import type { Bus, BusEvent } from './bus.ts';
 import { type Stage, type TransactionWork, Transactions, type TxHooks } from './transactions.ts';
 import {
-  claimInTransaction, findClaimable, finishedJobs, finishJob, getJob, hasQueuedJobs, insertJob, releaseJob, renewLeases, requeueAllRunning,
-  lockAgentLine, requeueExpired, type NewJob,
+  claimInTransaction, countOpenJobs, findClaimable, finishedJobs, finishJob, getJob, hasQueuedJobs, insertJob, releaseJob, renewLeases,
+  requeueAllRunning, lockAgentLine, requeueExpired, type NewJob, type OpenJobCounts,
 } from './queue-sql.ts';
 
 /** How soon a finished turn's outcome is written again when the store could not take it, and the longest pause between tries. */
@@ -50,6 +50,19 @@ export interface JobWatch {
   wait(timeoutMs: number, current: Job | null, gone?: AbortSignal): Promise<JobState>;
   /** Stops listening (the enqueuing transaction rolled back). */
   cancel(): void;
+}
+
+/**
+ * How a run of a job on this runner ended: its outcome written (`done`, `failed`), or `requeued`:
+ * not written here, the job runs again (a shutdown, the store away, its lease taken over).
+ */
+export type RunOutcome = 'done' | 'failed' | 'requeued';
+
+/** Told of each run of a job on this runner, for its metrics; called synchronously, must not throw. */
+export interface TurnObserver {
+  /** A run starts: `waitedMs` in line since accepted (first runs only), `resumed` for a run after an interrupted one. */
+  started(run: { kind: JobKind; waitedMs: number | null; resumed: boolean }): void;
+  ended(run: { kind: JobKind; outcome: RunOutcome; ranMs: number }): void;
 }
 
 /** The work itself (brain calls and their results) lives above the engine, in services. */
@@ -95,6 +108,7 @@ export class TurnEngine {
   private readonly transactions: Transactions;
   private readonly timers: NodeJS.Timeout[] = [];
   private unsubscribe: (() => void) | null = null;
+  private readonly observers = new Set<TurnObserver>();
   private filling = false;
   private refill = false;
   /**
@@ -301,8 +315,23 @@ export class TurnEngine {
 
   private launch(job: Job): void {
     const controller = new AbortController();
+    // started_at is the job's first run's; this run's claim is when its lease began. A run that
+    // began before it was cut off (a crash, a lost lease, a shutdown) and this one takes it up.
+    const claimedAt = Date.parse(job.lease_expires_at ?? '') - this.options.leaseMs;
+    const firstRunAt = Date.parse(job.started_at ?? '');
+    const resumed = firstRunAt < claimedAt;
+    const waitedMs = resumed || Number.isNaN(firstRunAt) ? null : Math.max(0, firstRunAt - Date.parse(job.created_at));
+    for (const observer of this.observers) observer.started({ kind: job.kind, waitedMs, resumed });
+    const startedAt = performance.now();
     const settled = this.execute(job, controller.signal)
-      .catch((e) => this.options.onError?.(e, `job ${job.id}`))
+      .catch((e): RunOutcome => {
+        this.options.onError?.(e, `job ${job.id}`);
+        return 'requeued'; // nothing written: the lease brings the job back
+      })
+      .then((outcome) => {
+        const ranMs = performance.now() - startedAt;
+        for (const observer of this.observers) observer.ended({ kind: job.kind, outcome, ranMs });
+      })
       .finally(() => {
         this.active.delete(job.id);
         this.slotFreed();
@@ -310,7 +339,7 @@ export class TurnEngine {
     this.active.set(job.id, { controller, settled });
   }
 
-  private async execute(job: Job, signal: AbortSignal): Promise<void> {
+  private async execute(job: Job, signal: AbortSignal): Promise<RunOutcome> {
     const handler = this.handler!;
     let finisher: Finisher;
     if (job.attempts > this.options.maxAttempts) {
@@ -327,27 +356,27 @@ export class TurnEngine {
           await this.transact(async (trx, stage) => {
             if (await releaseJob(trx, job.id, this.options.instanceId)) await stage({ type: 'job_enqueued', agentId: job.agent_id });
           });
-          return;
+          return 'requeued';
         }
         finisher = handler.failure(job, error);
       }
     }
     try {
-      await this.finishWhenTheStoreAnswers(job, finisher, signal);
+      return await this.finishWhenTheStoreAnswers(job, finisher, signal);
     } catch (error) {
       // Lease lost: another runner took the job over and writes its result.
-      if (error instanceof LeaseLost) return;
+      if (error instanceof LeaseLost) return 'requeued';
       // Shutting down while the store was away: the outcome is not written, and the lease
       // brings the job back at the next start (or to another instance).
-      if (isStoreUnavailable(error)) return;
+      if (isStoreUnavailable(error)) return 'requeued';
       // The outcome could not be written (its session is gone, say): record the failure
       // instead, and failing even that, close the job with no turn rather than retry forever.
       // If the database itself is away, this fails too and the lease brings the job back.
       this.options.onError?.(error, `finishing job ${job.id}`);
       try {
-        await this.finish(job, handler.failure(job, error));
+        return (await this.finish(job, handler.failure(job, error))).status;
       } catch {
-        await this.finish(job, async () => ({ status: 'failed', replyTurnId: null }));
+        return (await this.finish(job, async () => ({ status: 'failed', replyTurnId: null }))).status;
       }
     }
   }
@@ -359,12 +388,11 @@ export class TurnEngine {
    * lease is found lost (another runner took it over), or at shutdown (the job is then released
    * by its lease). Any other error is the outcome's own, for the caller.
    */
-  private async finishWhenTheStoreAnswers(job: Job, finisher: Finisher, signal: AbortSignal): Promise<void> {
+  private async finishWhenTheStoreAnswers(job: Job, finisher: Finisher, signal: AbortSignal): Promise<'done' | 'failed'> {
     const giveUpAt = Date.now() + FINISH_RETRY_FOR_MS;
     for (let pauseMs = FINISH_RETRY_FIRST_MS; ; pauseMs = Math.min(pauseMs * 2, FINISH_RETRY_MAX_MS)) {
       try {
-        await this.finish(job, finisher);
-        return;
+        return (await this.finish(job, finisher)).status;
       } catch (error) {
         if (!isStoreUnavailable(error) || this.stopping || signal.aborted || Date.now() > giveUpAt) throw error;
         this.options.onError?.(error, `writing the outcome of job ${job.id} (tried again in ${pauseMs} ms)`);
@@ -433,6 +461,22 @@ export class TurnEngine {
         }
       },
     };
+  }
+
+  /** Tells `observer` of every run on this runner from now on, until the returned function is called. */
+  observe(observer: TurnObserver): () => void {
+    this.observers.add(observer);
+    return () => { this.observers.delete(observer); };
+  }
+
+  /** Jobs running on this runner now. */
+  get running(): number {
+    return this.active.size;
+  }
+
+  /** The deployment's unfinished jobs (every instance's), by status: one read of the open jobs' index. */
+  openJobs(): Promise<OpenJobCounts> {
+    return countOpenJobs(this.options.store.db);
   }
 
   /** How many waits (requests on this instance awaiting a job's end) are open now. */

@@ -41,7 +41,7 @@ test('the statements of sending, running a turn and reading a transcript use an 
   assert.deepEqual(fullReadsAmong(statements), []);
 });
 
-test('the statements of background work (requeues, housekeeping, the missions sweep) and of listing and settling actions and questions use an index', { skip: TEST_DB !== 'sqlite' && 'query plans of SQLite' }, async () => {
+test('the statements of background work (requeues, housekeeping, the missions sweep, the metrics\' queue count) and of listing and settling actions and questions use an index', { skip: TEST_DB !== 'sqlite' && 'query plans of SQLite' }, async () => {
   const owner = await t.userWithAgent({ plan: 'pro' });
   const drafted = await draftAction(t, owner, 'payment', unique('Plan check'));
   const asked = await askQuestion(t, owner, 'text', unique('Plan check?'));
@@ -57,6 +57,7 @@ test('the statements of background work (requeues, housekeeping, the missions sw
   await requeueExpired(db, t.runtime.store.clock.now());
   await requeueAllRunning(db);
   await t.runtime.services.housekeeping.runOnce();
+  await t.runtime.engine.openJobs(); // read at every scrape of /metrics
 
   const statements = statementsRunSoFar();
   assert.ok(statements.length >= 40, `the paths above ran ${statements.length} statements`);
