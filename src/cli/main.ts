@@ -1,8 +1,9 @@
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../config.ts';
+import { loadConfig, type Config } from '../config.ts';
 import { parseApiKey } from '../domain/api-key.ts';
 import { Problem } from '../domain/problems.ts';
 import { createRuntime } from '../runtime.ts';
+import { backupSqlite, restoreSqlite } from '../store/sqlite-backup.ts';
 import type { Services } from '../services/services.ts';
 
 const USAGE = `agent-channel <command> [flags]
@@ -18,17 +19,23 @@ const USAGE = `agent-channel <command> [flags]
   keys enable --key-id K
   workspaces list --email E
   workspaces add-member --workspace W --email E --role member|admin
+  backup --to FILE                                  a consistent copy of the SQLite database, also while serving
+  restore --from FILE                               the backup in the database's place (server stopped); prints where the old one was kept
 
 DATABASE_URL selects the database (default sqlite:./data/agent-channel.db).
 serve takes no flags: its settings are environment variables (PORT, HOST, LOG_LEVEL, …),
 each described in the README's Configuration table, e.g. PORT=9000 agent-channel serve.`;
 
 type Flags = Record<string, string | undefined>;
-/** A command: the flags it takes (any other is a usage mistake), and what it does. */
-interface Command {
-  flags: readonly string[];
-  run(services: Services, flags: Flags, out: (line: string) => void): Promise<void>;
-}
+type Out = (line: string) => void;
+
+/**
+ * A command: the flags it takes (any other is a usage mistake), and what it does, through the
+ * services, or (`onFiles`) on the database's files with no connection of the service's open.
+ */
+type Command =
+  | { flags: readonly string[]; onFiles?: false; run(services: Services, flags: Flags, out: Out): Promise<void> }
+  | { flags: readonly string[]; onFiles: true; run(config: Config, flags: Flags, out: Out): Promise<void> };
 
 function required(flags: Flags, name: string): string {
   const value = flags[name];
@@ -153,6 +160,21 @@ const COMMANDS: Record<string, Command> = {
       }
     },
   },
+  backup: {
+    flags: ['to'],
+    onFiles: true,
+    async run(config, f) {
+      backupSqlite(config.databaseUrl, required(f, 'to'));
+    },
+  },
+  restore: {
+    flags: ['from'],
+    onFiles: true,
+    async run(config, f, out) {
+      const keptAs = restoreSqlite(config.databaseUrl, required(f, 'from'));
+      if (keptAs) out(keptAs);
+    },
+  },
   'workspaces add-member': {
     flags: ['workspace', 'email', 'role'],
     async run(s, f) {
@@ -208,9 +230,10 @@ export async function run(argv: string[]): Promise<number> {
     await serve();
     return 0;
   }
-  const name = words.slice(0, 2).join(' ');
+  // A command is one word (backup) or two (keys create), and nothing follows it but flags.
+  const name = COMMANDS[words[0]!] ? words[0]! : words.slice(0, 2).join(' ');
   const command = COMMANDS[name];
-  if (!command || words.length > 2) {
+  if (!command || words.length > name.split(' ').length) {
     // A whole key typed where a flag was meant is not echoed: its secret part is left out.
     const shown = words.map((word) => { const key = parseApiKey(word); return key ? `ak_${key.keyId}_…` : word; });
     return fail(`unknown command "${shown.join(' ')}"`, 2);
@@ -218,14 +241,19 @@ export async function run(argv: string[]): Promise<number> {
   // A flag of another command is a mistake too (keys list --label L lists every key, unlabelled).
   const foreign = Object.keys(flags).find((flag) => !command.flags.includes(flag));
   if (foreign) return fail(`${name} takes no --${foreign} (it takes ${command.flags.map((f) => `--${f}`).join(', ')})`, 2);
+  const out: Out = (line) => process.stdout.write(`${line}\n`);
+  const failure = (error: unknown): number => {
+    if (error instanceof UsageError) return fail(error.message, 2);
+    return fail(error instanceof Problem ? describeProblem(error) : (error as Error).message, 1);
+  };
+  if (command.onFiles) return command.run(loadConfig(), flags, out).then(() => 0, failure);
   // The CLI shares the server's services but runs no turns and needs no shared rate limiter.
   const runtime = await createRuntime({ ...loadConfig(), rateLimitStore: 'memory' });
   try {
-    await command.run(runtime.services, flags, (line) => process.stdout.write(`${line}\n`));
+    await command.run(runtime.services, flags, out);
     return 0;
   } catch (error) {
-    if (error instanceof UsageError) return fail(error.message, 2);
-    return fail(error instanceof Problem ? describeProblem(error) : (error as Error).message, 1);
+    return failure(error);
   } finally {
     await runtime.close();
   }

@@ -103,7 +103,8 @@ export async function openStore(url: string = DEFAULT_DATABASE_URL, options: Ope
   return store;
 }
 
-function openSqlite(url: string, synchronous: SqliteSynchronous | undefined): Store {
+/** The file a `sqlite:` DATABASE_URL names (`:memory:` for none); any other URL is refused with the reason. */
+export function sqlitePathOf(url: string): string {
   if (!url.startsWith('sqlite:')) {
     // Only the scheme is echoed (what follows may hold a password); a bare path has none to hide.
     const got = url.includes(':') ? `"${url.split(':')[0]}:…"` : `"${url}"; a SQLite file is written sqlite:${url}`;
@@ -116,6 +117,11 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined): St
     throw new Error(`DATABASE_URL must be sqlite:<path>, such as sqlite:./data/agent-channel.db or sqlite:/var/lib/agent-channel.db (got "${url}": `
       + `after sqlite:// it would be read as a path from the root, ${resolve(path)})`);
   }
+  return path;
+}
+
+function openSqlite(url: string, synchronous: SqliteSynchronous | undefined): Store {
+  const path = sqlitePathOf(url);
   let database;
   try {
     if (path !== ':memory:') makeFolder(dirname(resolve(path)));
@@ -161,7 +167,7 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined): St
  * in Node 24 it loops for ever where a parent exists but refuses children (under /proc, say), so a
  * mistyped DATABASE_URL hung the server instead of stopping it with the reason.
  */
-function makeFolder(folder: string): void {
+export function makeFolder(folder: string): void {
   try {
     mkdirSync(folder);
   } catch (error) {

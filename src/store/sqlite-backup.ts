@@ -1,0 +1,121 @@
+import { closeSync, copyFileSync, existsSync, fsyncSync, openSync, renameSync, rmSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { isPostgresUrl, makeFolder, sqlitePathOf } from './store.ts';
+import { SqliteServerLock } from './sqlite-server-lock.ts';
+
+/**
+ * Backing up and restoring a SQLite database (the CLI's `backup` and `restore`). A copy of the
+ * file alone is not a backup: commits live in its write-ahead log (`-wal`) until a checkpoint, and
+ * a copy taken while the server writes may catch a page half-changed. PostgreSQL has its own tools.
+ */
+
+const ON_POSTGRES = 'on PostgreSQL, use its own tools: pg_dump (with --schema when DATABASE_URL names one) and pg_restore';
+
+/**
+ * Writes a consistent copy of the database at `to` (a new file), also while a server writes to it:
+ * SQLite's `VACUUM INTO` reads one snapshot (every commit before it, none after) and writes it
+ * compacted, without the log. The copy is checked, and synced to disk, before this returns.
+ */
+export function backupSqlite(databaseUrl: string, to: string): void {
+  if (isPostgresUrl(databaseUrl)) throw new Error(`backup works on a SQLite database; ${ON_POSTGRES}`);
+  const path = existingDatabase(databaseUrl);
+  const target = resolve(to);
+  if (existsSync(target)) throw new Error(`${target} already exists: a backup is written to a new file`);
+  makeFolder(dirname(target));
+  const source = new DatabaseSync(path, { readOnly: true, timeout: 5_000 });
+  try {
+    source.prepare('VACUUM INTO ?').run(target);
+  } finally {
+    source.close();
+  }
+  try {
+    const problem = whyNotADatabaseOfOurs(target);
+    if (problem) throw new Error(`the copy written to ${target} does not read back (${problem})`);
+    syncToDisk(target);
+  } catch (error) {
+    rmSync(target, { force: true });
+    throw error;
+  }
+}
+
+/**
+ * Puts the backup at `from` in the database's place, with no server running on it. The database
+ * replaced is kept beside it, whole (its log checkpointed into it first), as
+ * `<database>.replaced-<time>`; returns that path (null when there was none).
+ */
+export function restoreSqlite(databaseUrl: string, from: string, now = new Date()): string | null {
+  if (isPostgresUrl(databaseUrl)) throw new Error(`restore works on a SQLite database; ${ON_POSTGRES}`);
+  const path = resolve(sqlitePathOf(databaseUrl));
+  const backup = resolve(from);
+  if (!existsSync(backup)) throw new Error(`no backup at ${backup}`);
+  const problem = whyNotADatabaseOfOurs(backup);
+  if (problem) throw new Error(`${backup} is not a backup of an agent-channel database (${problem}); nothing was changed`);
+  makeFolder(dirname(path));
+  // Held throughout: no server starts on the file while it is being replaced. A server running
+  // now makes this fail, with the reason, before anything is touched.
+  const lock = SqliteServerLock.acquire(path);
+  try {
+    let keptAs: string | null = null;
+    if (existsSync(path)) {
+      // Every commit into the file itself, so that the file kept is the whole database.
+      const current = new DatabaseSync(path, { timeout: 5_000 });
+      try {
+        const { busy } = current.prepare('PRAGMA wal_checkpoint(TRUNCATE)').get() as { busy: number };
+        if (busy) throw new Error(`another process is reading or writing ${path} (the CLI?); nothing was changed`);
+      } finally {
+        current.close();
+      }
+      keptAs = `${path}.replaced-${now.toISOString().replaceAll(':', '-')}`;
+      renameSync(path, keptAs);
+    }
+    // A log left beside the old file would be replayed into the restored one: gone first.
+    for (const suffix of ['-wal', '-shm', '-journal']) rmSync(`${path}${suffix}`, { force: true });
+    const incoming = `${path}.restoring`;
+    copyFileSync(backup, incoming);
+    syncToDisk(incoming);
+    renameSync(incoming, path); // the database appears whole, or not at all
+    syncToDisk(dirname(path)); // and the renames with it
+    return keptAs;
+  } finally {
+    lock.release();
+  }
+}
+
+function existingDatabase(databaseUrl: string): string {
+  const path = sqlitePathOf(databaseUrl);
+  if (path === ':memory:' || !existsSync(path)) throw new Error(`no database at ${resolve(path)} to back up`);
+  return path;
+}
+
+/** Null when `file` is an intact SQLite database made by agent-channel; else what is wrong with it. */
+function whyNotADatabaseOfOurs(file: string): string | null {
+  let db: DatabaseSync;
+  try {
+    db = new DatabaseSync(file, { readOnly: true });
+  } catch (error) {
+    return (error as Error).message;
+  }
+  try {
+    const check = db.prepare('PRAGMA quick_check').all() as Array<Record<string, unknown>>;
+    const verdict = check.map((row) => String(Object.values(row)[0])).join('; ');
+    if (verdict !== 'ok') return `SQLite's check says: ${verdict.slice(0, 200)}`;
+    const migrated = db.prepare(`select count(*) as n from sqlite_master where type = 'table' and name = 'kysely_migration'`).get() as { n: number };
+    if (migrated.n === 0) return 'it has no agent-channel tables';
+    return null;
+  } catch (error) {
+    return (error as Error).message;
+  } finally {
+    db.close();
+  }
+}
+
+/** fsync of a file, or of a folder (its entries: what was renamed in it). */
+function syncToDisk(file: string): void {
+  const fd = openSync(file, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
