@@ -283,8 +283,9 @@ function postgresPool(config: pg.PoolConfig & BoundedWaitClientConfig): pg.Pool 
 
 const postgresKysely = (pool: pg.Pool): Kysely<DB> => new Kysely<DB>({ dialect: new CurrentSchemaPostgresDialect({ pool }) });
 
-async function migrate(dialect: Dialect, db: Kysely<DB>): Promise<void> {
-  const all: Record<string, Migration> = {
+/** Every migration of this release by name, in the order they apply (names sort in that order). */
+export function migrationsFor(dialect: Dialect): Record<string, Migration> {
+  return {
     '001_initial': { up: (db) => m001.up(db, dialect) },
     '002_rate_limits': { up: (db) => m002RateLimits.up(db, dialect) },
     '003_instance_secrets': { up: (db) => m003InstanceSecrets.up(db) },
@@ -294,6 +295,10 @@ async function migrate(dialect: Dialect, db: Kysely<DB>): Promise<void> {
     '007_memberships_role': { up: (db) => m007MembershipsRole.up(db) },
     '008_login_attempts': { up: (db) => m008LoginAttempts.up(db) },
   };
+}
+
+async function migrate(dialect: Dialect, db: Kysely<DB>): Promise<void> {
+  const all = migrationsFor(dialect);
   const migrator = new Migrator({ db, provider: { getMigrations: async () => all } });
   // Kysely locks migrations on PostgreSQL but not on SQLite, where it assumes one connection.
   // Yet the server and the CLI may open a new file at the same moment: under one write lock, the
