@@ -306,12 +306,43 @@ async function migrate(dialect: Dialect, db: Kysely<DB>): Promise<void> {
   // tables that now exist). SQLite runs DDL in a transaction, so a failed migration leaves nothing.
   const sqlite = dialect === 'sqlite';
   if (sqlite) await sql`begin immediate`.execute(db);
-  const { error } = await migrator.migrateToLatest();
-  if (error) {
+  try {
+    // Before Kysely looks: it would call a database that a newer release migrated "corrupted".
+    await refuseMigrationsUnknownHere(dialect, db, Object.keys(all));
+    const { error } = await migrator.migrateToLatest();
+    if (error) {
+      // (On PostgreSQL a newer instance may have migrated meanwhile: say so rather than Kysely.)
+      await refuseMigrationsUnknownHere(dialect, db, Object.keys(all));
+      throw error instanceof Error ? error : new Error(String(error));
+    }
+  } catch (error) {
     if (sqlite) await sql`rollback`.execute(db).catch(() => {}); // (SQLite may have rolled back itself)
-    throw error instanceof Error ? error : new Error(String(error));
+    throw error;
   }
   if (sqlite) await sql`commit`.execute(db);
+}
+
+/**
+ * Refuses a database that records migrations this release does not have: one migrated by a newer
+ * release (an operator rolling back), or by some other build. This release cannot know what they
+ * changed, so it neither runs on it nor touches it; the operator is told what to do instead.
+ */
+async function refuseMigrationsUnknownHere(dialect: Dialect, db: Kysely<DB>, known: string[]): Promise<void> {
+  const table = dialect === 'sqlite'
+    ? await sql`select 1 from sqlite_master where type = 'table' and name = 'kysely_migration'`.execute(db)
+    : await sql`select 1 from pg_tables where schemaname = current_schema() and tablename = 'kysely_migration'`.execute(db);
+  if (table.rows.length === 0) return; // a new database
+  const { rows } = await sql<{ name: string }>`select name from kysely_migration`.execute(db);
+  const unknown = rows.map((row) => row.name).filter((name) => !known.includes(name)).sort();
+  if (unknown.length === 0) return;
+  const latestHere = known.at(-1)!;
+  const names = unknown.join(', ');
+  if (unknown.every((name) => name > latestHere)) {
+    throw new Error(`this database was migrated by a newer release of agent-channel (it records migration ${names}, which this release, `
+      + `at ${latestHere}, does not have); nothing was changed. Run that release or a later one, or restore a backup taken before the upgrade`);
+  }
+  throw new Error(`this database records migrations this release of agent-channel does not have (${names}; this release is at ${latestHere}): `
+    + 'another build migrated it; nothing was changed. Run the build that migrated it, or restore a backup');
 }
 
 /** Is this a unique-constraint violation, in either dialect? */
