@@ -18,12 +18,13 @@ import { Migrator } from 'kysely/migration';
 import pg from 'pg';
 import { randomBase62 } from '../domain/ids.ts';
 import { createRuntime } from '../runtime.ts';
+import { runCli } from '../testing/cli.ts';
 import { API, databaseEnv, freshDatabase, TEST_DB, TEST_PG_URL, testConfig, type TestDatabase } from '../testing/harness.ts';
 import { startServerProcess, type ServerProcess } from '../testing/server-process.ts';
 import { openNodeSqlite } from './node-sqlite-adapter.ts';
 import { CurrentSchemaPostgresDialect, NamedStatementClient } from './postgres-dialect.ts';
 import type { DB } from './schema.ts';
-import { migrationsFor } from './store.ts';
+import { migrationsFor, openStore } from './store.ts';
 
 /**
  * The levels an existing database is upgraded from: the 0.1.0 release (only 001; every later
@@ -422,3 +423,48 @@ for (const level of LEVELS) {
     }
   });
 }
+
+/**
+ * A rolling deploy: on PostgreSQL two instances of the new release start at once against a schema
+ * left at 0.1.0's level; on SQLite (one server per file) the server and a CLI command do. The
+ * migrations apply once, both start, and the work the old level left runs once between them.
+ */
+test('processes of the new release starting at once against an old database migrate it once and run its old queue once', { timeout: 90_000 }, async () => {
+  const database = await freshDatabase();
+  const servers: ServerProcess[] = [];
+  try {
+    await migrateTo(database, '001_initial');
+    const old = await fillAsLevel(database, '001_initial');
+    const env = databaseEnv(database);
+    if (TEST_DB === 'postgres') {
+      servers.push(...await Promise.all([startServerProcess(env), startServerProcess(env)]));
+    } else {
+      const [server, cli] = await Promise.all([startServerProcess(env), runCli(env, 'keys', 'list', '--email', 'alice@example.test')]);
+      servers.push(server);
+      assert.equal(cli.code, 0, cli.stderr);
+      assert.equal(cli.stdout.trim().split('\n').length, 6, 'alice\'s six keys');
+    }
+    for (const server of servers) assert.equal((await call(server, old.tokens.main!, 'GET', '/agents')).status, 200);
+    const sessionTwo = await until('the old queue running', () => walkTranscript(servers[0]!, old.tokens.main!, old.sessionTwo, 200),
+      (t) => t.status === 'idle' && t.messages.filter((m: any) => m.role === 'agent').length >= 3);
+    await until('the old continuation', () => walkTranscript(servers.at(-1)!, old.tokens.main!, old.sessionOne, 200),
+      (t) => t.messages.some((m: any) => m.text === 'Noted: 7'));
+    for (const server of servers) assert.equal((await server.kill('SIGTERM')).code, 0);
+    servers.length = 0;
+    assert.deepEqual(sessionTwo.messages.filter((m: any) => m.role === 'agent').map((m: any) => m.text),
+      ['You said: slow one', 'You said: queued one', 'You said: queued two']);
+
+    const store = await openStore(database.url, database.pgSchema ? { pgSchema: database.pgSchema } : {});
+    try {
+      const applied = await store.db.selectFrom('kysely_migration' as any).select('name' as any).orderBy('name' as any).execute() as { name: string }[];
+      assert.deepEqual(applied.map((m) => m.name), Object.keys(migrationsFor(TEST_DB)), 'each migration recorded once');
+      const replies = await store.db.selectFrom('turns').select(['job_id']).where('role', '=', 'agent').where('job_id', 'in', old.leftUnfinished).execute();
+      assert.deepEqual(replies.map((r) => r.job_id).sort((a, b) => a! - b!), old.leftUnfinished, 'one reply per job left unfinished');
+    } finally {
+      await store.close();
+    }
+  } finally {
+    for (const server of servers) await server.kill();
+    await database.drop();
+  }
+});
