@@ -13,7 +13,7 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { test } from 'node:test';
-import { Kysely, SqliteDialect, type Insertable } from 'kysely';
+import { Kysely, SqliteDialect, sql, type Insertable } from 'kysely';
 import { Migrator } from 'kysely/migration';
 import pg from 'pg';
 import { randomBase62 } from '../domain/ids.ts';
@@ -224,14 +224,13 @@ async function fillAsLevel(database: TestDatabase, level: string) {
     // The serial columns' sequences move past the ids written by hand, as inserts by the old build did.
     if (TEST_DB === 'postgres') {
       for (const table of ['turns', 'jobs', 'audit_log']) {
-        await db.executeQuery({ sql: `select setval(pg_get_serial_sequence('${table}', 'id'), (select max(id) from ${table}))`, parameters: [], query: null as any } as any);
+        await sql`select setval(pg_get_serial_sequence(${table}, 'id'), (select max(id) from ${sql.table(table)}))`.execute(db);
       }
     }
     // PostgreSQL from 002 on: the shared rate-limit log, holding a minute used up by the busy key.
     if (TEST_DB === 'postgres' && n >= 2) {
-      await db.executeQuery({ sql: `insert into rate_limit_windows (key_id, lasts, counts, total, expires_us)
-        select $1, array[t], array[3], 3, t + 60000000 from (select floor(extract(epoch from clock_timestamp()) * 1000000)::bigint as t) now`,
-      parameters: [busy], query: null as any } as any);
+      await sql`insert into rate_limit_windows (key_id, lasts, counts, total, expires_us)
+        select ${busy}, array[t], array[3], 3, t + 60000000 from (select floor(extract(epoch from clock_timestamp()) * 1000000)::bigint as t) now`.execute(db);
     }
   } finally {
     await db.destroy();
