@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { startFreezableProxy, throughPort } from './testing/frozen-database.ts';
+import { proxyInFrontOf } from './testing/frozen-database.ts';
 import { API, freshDatabase, startTestApp, TEST_DB } from './testing/harness.ts';
 import { redisAnswers, TEST_REDIS_URL } from './testing/redis.ts';
 
@@ -42,9 +42,8 @@ async function settledWithin<T>(work: Promise<T>, ms: number, what: string): Pro
 
 test('/readyz: 503 "database unreachable" at once while the database accepts connections but stops answering; ready again when it answers', { skip: TEST_DB !== 'postgres' && 'PostgreSQL pass only', timeout: 60_000 }, async () => {
   const database = await freshDatabase();
-  const target = new URL(database.url);
-  const proxy = await startFreezableProxy({ host: target.hostname, port: Number(target.port || 5432) });
-  const app = await startTestApp({}, { database: { ...database, url: throughPort(database.url, proxy.port) }, dropDatabaseAtClose: true });
+  const { proxy, url } = await proxyInFrontOf(database.url);
+  const app = await startTestApp({}, { database: { ...database, url }, dropDatabaseAtClose: true });
   try {
     assert.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
     proxy.freeze();

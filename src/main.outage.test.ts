@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { startFreezableProxy, throughPort } from './testing/frozen-database.ts';
+import { proxyInFrontOf } from './testing/frozen-database.ts';
 import { seededDatabase, TEST_DB } from './testing/harness.ts';
 import { postMessage, startServerProcess, transcriptFrom } from './testing/server-process.ts';
 
@@ -12,9 +12,8 @@ import { postMessage, startServerProcess, transcriptFrom } from './testing/serve
 const seeded = seededDatabase('outage-log@example.test', 1);
 
 test('PostgreSQL away for two seconds under a running turn: warnings that name the database, no error line, and the reply lands once', { skip: TEST_DB !== 'postgres' && 'PostgreSQL pass only', timeout: 60_000 }, async () => {
-  const target = new URL(seeded.env.DATABASE_URL!);
-  const proxy = await startFreezableProxy({ host: target.hostname, port: Number(target.port || 5432) });
-  const server = await startServerProcess({ ...seeded.env, DATABASE_URL: throughPort(seeded.env.DATABASE_URL!, proxy.port) });
+  const { proxy, url } = await proxyInFrontOf(seeded.env.DATABASE_URL!);
+  const server = await startServerProcess({ ...seeded.env, DATABASE_URL: url });
   try {
     const sent = await postMessage(server, seeded.key, { text: '!sleep 800 through the outage', agent_id: seeded.agentIds[0] }, { prefer: 'wait=0' });
     assert.equal(sent.status, 202, JSON.stringify(sent.body));

@@ -4,7 +4,7 @@ import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { openStore } from './store/store.ts';
-import { startFreezableProxy, throughPort } from './testing/frozen-database.ts';
+import { proxyInFrontOf } from './testing/frozen-database.ts';
 import { API, seededDatabase, TEST_DB } from './testing/harness.ts';
 import { postMessage, startServerProcess, type ServerProcess } from './testing/server-process.ts';
 
@@ -114,9 +114,8 @@ test('SIGHUP (the terminal of a foreground server closing) shuts down as SIGTERM
 });
 
 test('SIGTERM while the database has frozen (it holds its connections and never answers): the process still exits, 10 s after the grace period, saying why', { skip: TEST_DB !== 'postgres' && 'PostgreSQL pass only', timeout: 90_000 }, async () => {
-  const target = new URL(seeded.env.DATABASE_URL!);
-  const proxy = await startFreezableProxy({ host: target.hostname, port: Number(target.port || 5432) });
-  const server = await startServerProcess({ ...seeded.env, DATABASE_URL: throughPort(seeded.env.DATABASE_URL!, proxy.port), SHUTDOWN_GRACE_MS: '1000' });
+  const { proxy, url } = await proxyInFrontOf(seeded.env.DATABASE_URL!);
+  const server = await startServerProcess({ ...seeded.env, DATABASE_URL: url, SHUTDOWN_GRACE_MS: '1000' });
   const agents = () => fetch(`${server.url}${API}/agents`, { headers: { authorization: `Bearer ${seeded.key}` } });
   try {
     assert.equal((await agents()).status, 200);

@@ -3,7 +3,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { test } from 'node:test';
 import { pollTranscript, send } from '../testing/conversation.ts';
 import { API, freshDatabase, startTestApp, TEST_DB, TEST_PG_URL, type TestApp, withTestApp } from '../testing/harness.ts';
-import { type FreezableProxy, startFreezableProxy, throughPort } from '../testing/frozen-database.ts';
+import { type FreezableProxy, proxyInFrontOf } from '../testing/frozen-database.ts';
 import { signedUpWithAgent } from '../channels/web/web-client.test-helper.ts';
 
 /**
@@ -30,10 +30,10 @@ async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, wha
 
 /** A test app on a fresh PostgreSQL schema reached through a proxy of the test's, to take the database away. */
 async function behindAProxy(use: (t: TestApp, proxy: FreezableProxy) => Promise<void>, config: Partial<TestApp['config']>): Promise<void> {
-  const proxy = await startFreezableProxy({ host: '127.0.0.1', port: Number(new URL(TEST_PG_URL).port || 5432) });
+  const { proxy, url } = await proxyInFrontOf(TEST_PG_URL);
   const database = await freshDatabase();
   try {
-    await withTestApp((t) => use(t, proxy), { ...config, databaseUrl: throughPort(TEST_PG_URL, proxy.port) }, { database });
+    await withTestApp((t) => use(t, proxy), { ...config, databaseUrl: url }, { database });
   } finally {
     await proxy.close();
     await database.drop();

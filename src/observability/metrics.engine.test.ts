@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { send } from '../testing/conversation.ts';
-import { startFreezableProxy, throughPort } from '../testing/frozen-database.ts';
+import { proxyInFrontOf } from '../testing/frozen-database.ts';
 import { freshDatabase, startTestApp, TEST_DB, type TestApp } from '../testing/harness.ts';
 import { sample, scrape } from '../testing/metrics.ts';
 import { queueDrained } from '../services/missions.test-helper.ts';
@@ -90,9 +90,8 @@ test('a run cut off by a shutdown counts as requeued, and its next run as resume
 
 test('while the database does not answer, a scrape is answered at once, leaving out the deployment\'s queue', { skip: TEST_DB !== 'postgres' && 'PostgreSQL pass only', timeout: 60_000 }, async () => {
   const database = await freshDatabase();
-  const target = new URL(database.url);
-  const proxy = await startFreezableProxy({ host: target.hostname, port: Number(target.port || 5432) });
-  const t = await startTestApp({}, { database: { ...database, url: throughPort(database.url, proxy.port) }, dropDatabaseAtClose: true });
+  const { proxy, url } = await proxyInFrontOf(database.url);
+  const t = await startTestApp({}, { database: { ...database, url }, dropDatabaseAtClose: true });
   try {
     assert.match(await scrape(t), /^jobs_open\{status="queued"\} 0$/m);
     proxy.freeze();

@@ -8,7 +8,7 @@ import { CompiledQuery, sql } from 'kysely';
 import pg from 'pg';
 import { randomBase62 } from '../domain/ids.ts';
 import { freshDatabase, TEST_DB, TEST_PG_URL } from '../testing/harness.ts';
-import { startFreezableProxy, throughPort } from '../testing/frozen-database.ts';
+import { proxyInFrontOf } from '../testing/frozen-database.ts';
 import { notifyAtCommit } from './postgres-dialect.ts';
 import { openStore, type Store } from './store.ts';
 
@@ -184,9 +184,8 @@ test('a connection the server drops between two statements of a transaction fail
 
 test('a statement runs at most its statement timeout; on a database that stops answering it fails a little later, its connection dropped, and the pool recovers once it answers', { skip, timeout: 60_000 }, async () => {
   const database = await freshDatabase();
-  const target = new URL(TEST_PG_URL);
-  const proxy = await startFreezableProxy({ host: target.hostname, port: Number(target.port || 5432) });
-  const store = await openStore(throughPort(TEST_PG_URL, proxy.port), { pgSchema: database.pgSchema!, pgStatementTimeoutMs: 500 });
+  const { proxy, url } = await proxyInFrontOf(TEST_PG_URL);
+  const store = await openStore(url, { pgSchema: database.pgSchema!, pgStatementTimeoutMs: 500 });
   try {
     await assert.rejects(sql`select pg_sleep(3)`.execute(store.db), /canceling statement due to statement timeout/, 'the server cancels it');
     proxy.freeze(); // the connection is open and idle in the pool: its next statement meets silence

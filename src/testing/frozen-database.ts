@@ -77,7 +77,14 @@ export async function startFreezableProxy(target: { host: string; port: number }
 }
 
 /** A PostgreSQL URL like `url`, but through 127.0.0.1:`port` (a proxy or a black hole of the test's). */
-export function throughPort(url: string, port: number): string {
+/** A FreezableProxy in front of the PostgreSQL server `databaseUrl` names, and that URL through the proxy. */
+export async function proxyInFrontOf(databaseUrl: string): Promise<{ proxy: FreezableProxy; url: string }> {
+  const target = new URL(databaseUrl);
+  const proxy = await startFreezableProxy({ host: target.hostname, port: Number(target.port || 5432) });
+  return { proxy, url: throughPort(databaseUrl, proxy.port) };
+}
+
+function throughPort(url: string, port: number): string {
   const through = new URL(url);
   through.hostname = '127.0.0.1';
   through.port = String(port);
