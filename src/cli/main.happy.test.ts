@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import { hashSecret, parseApiKey } from '../domain/api-key.ts';
 import { runCli } from '../testing/cli.ts';
@@ -144,4 +145,9 @@ test('--help and -h print the usage and exit 0; a value starting with a dash is 
   assert.equal(flagged.code, 2);
   assert.match(flagged.stderr, /Unknown option '--port'[\s\S]*PORT=9000 agent-channel serve/);
   await ok('users', 'create', '--email', 'dash@example.test', '--password=-starts-with-a-dash');
+});
+
+test('--version, -v and version print the release, as package.json names it', async () => {
+  const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  for (const asked of [['--version'], ['-v'], ['version']]) assert.equal(await ok(...asked), `agent-channel ${version}\n`);
 });

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { loadConfig, type Config } from '../config.ts';
 import { parseApiKey } from '../domain/api-key.ts';
@@ -6,7 +7,7 @@ import { createRuntime } from '../runtime.ts';
 import { backupSqlite, restoreSqlite } from '../store/sqlite-backup.ts';
 import type { Services } from '../services/services.ts';
 
-const USAGE = `agent-channel <command> [flags]
+const USAGE = `agent-channel <command> [flags]        (--help: this; --version: the release)
 
   serve                                             run the server (the default)
   users create --email E --password P [--plan free|pro]
@@ -201,14 +202,22 @@ export async function run(argv: string[]): Promise<number> {
     // A value that starts with "-" must be written --flag=value; parseArgs says so itself.
     const parsed = parseArgs({
       args: argv,
-      options: { ...Object.fromEntries(FLAG_NAMES.map((n) => [n, { type: 'string' as const }])), help: { type: 'boolean', short: 'h' } },
+      options: {
+        ...Object.fromEntries(FLAG_NAMES.map((n) => [n, { type: 'string' as const }])),
+        help: { type: 'boolean', short: 'h' }, version: { type: 'boolean', short: 'v' },
+      },
       strict: true,
       allowPositionals: true,
       tokens: true,
     });
-    const { help, ...values } = parsed.values;
+    const { help, version, ...values } = parsed.values;
     if (help || parsed.positionals[0] === 'help') {
       process.stdout.write(`${USAGE}\n`);
+      return 0;
+    }
+    if (version || parsed.positionals[0] === 'version') {
+      const { version: release } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+      process.stdout.write(`agent-channel ${release}\n`);
       return 0;
     }
     // parseArgs keeps a repeated flag's last value: a slip (which email was meant?), not a choice.
