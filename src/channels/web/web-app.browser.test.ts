@@ -7,11 +7,13 @@
  * and writes its own to a temporary folder).
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
+import type { AxeResults, RunOptions } from 'axe-core';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { API, startTestApp, type TestApp } from '../../testing/harness.ts';
 
@@ -211,6 +213,34 @@ const OVERFLOW_CHECK = `(() => {
   return problems;
 })()`;
 
+/** axe-core (Deque), run in the page: read once, put into a page when it has none yet. */
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+/** WCAG 2.0–2.2, levels A and AA, and Deque's best practices (one h1, one main, landmarks…). */
+const AXE_TAGS = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa', 'best-practice'];
+/** The rules that depend on colours alone: the only ones worth running again in dark mode. */
+const AXE_COLOUR_RULES = ['color-contrast', 'link-in-text-block'];
+
+/** axe's violations on the page as it is now: one line each, rule, impact, element and what is wrong. */
+async function axeRun(page: Page, runOnly: RunOptions['runOnly']): Promise<string[]> {
+  // Evaluated, not added as a <script>: the pages' Content-Security-Policy allows only their own scripts.
+  if (!await page.evaluate('typeof window.axe === "object"')) await page.evaluate(AXE_SOURCE);
+  const results = await page.evaluate(
+    (options) => (globalThis as unknown as { axe: { run(o: RunOptions): Promise<AxeResults> } }).axe.run(options),
+    { runOnly, resultTypes: ['violations'] } satisfies RunOptions,
+  );
+  return results.violations.flatMap((rule) => rule.nodes.map((node) =>
+    `${rule.id} (${node.impact ?? rule.impact}) at ${node.target.join(' ')}: ${rule.help}; ${(node.failureSummary ?? '').replace(/\s+/g, ' ').slice(0, 300)}`));
+}
+
+/** Every rule in light mode, and the colour rules again in dark mode. */
+async function axeViolations(page: Page): Promise<string[]> {
+  const light = await axeRun(page, { type: 'tag', values: AXE_TAGS });
+  await page.emulateMedia({ colorScheme: 'dark' });
+  const dark = await axeRun(page, { type: 'rule', values: AXE_COLOUR_RULES });
+  await page.emulateMedia({ colorScheme: 'light' });
+  return [...light, ...dark.map((v) => `dark: ${v}`)];
+}
+
 async function contrastProblems(page: Page, scheme: 'light' | 'dark', check = CONTRAST_CHECK): Promise<string[]> {
   await page.emulateMedia({ colorScheme: scheme });
   const problems = (await page.evaluate(check)) as string[];
@@ -232,10 +262,13 @@ async function nonTextProblems(page: Page): Promise<string[]> {
  * at the narrowest width too); `dark` also writes dark-mode shots.
  */
 async function shoot(page: Page, name: string, options: { dark?: boolean } = {}): Promise<void> {
-  assert.deepEqual(await page.evaluate(A11Y_CHECK), [], `accessibility of ${name}`);
-  assert.deepEqual(await nonTextProblems(page), [], `non-text contrast of ${name}`);
   for (const viewport of [DESKTOP, PHONE]) {
     await page.setViewportSize(viewport);
+    assert.deepEqual(await axeViolations(page), [], `axe on ${name} at ${viewport.width} px`);
+    if (viewport === DESKTOP) {
+      assert.deepEqual(await page.evaluate(A11Y_CHECK), [], `accessibility of ${name}`);
+      assert.deepEqual(await nonTextProblems(page), [], `non-text contrast of ${name}`);
+    }
     assert.deepEqual([...await contrastProblems(page, 'light'), ...await contrastProblems(page, 'dark')], [], `contrast of ${name} at ${viewport.width} px`);
     assert.deepEqual(await page.evaluate(OVERFLOW_CHECK), [], `layout of ${name} at ${viewport.width} px`);
     await page.screenshot({ path: join(SHOTS, `${name}-${viewport.width}.png`), fullPage: true });
@@ -248,6 +281,26 @@ async function shoot(page: Page, name: string, options: { dark?: boolean } = {})
   await page.setViewportSize(NARROWEST);
   assert.deepEqual(await page.evaluate(OVERFLOW_CHECK), [], `layout of ${name} at ${NARROWEST.width} px`);
   await page.setViewportSize(DESKTOP);
+}
+
+/**
+ * axe on a page of the profile without JavaScript. axe is a script too, and no timer of its fires
+ * in that page: it runs on a copy of the page (its DOM as drawn) served at the same address to a
+ * page of the other profile, with the app's own script kept out.
+ */
+async function axeOnCopy(page: Page): Promise<string[]> {
+  const copy = await context.newPage();
+  try {
+    await copy.route('**/assets/app.js', (route) => route.abort());
+    const snapshot = await page.content();
+    const address = page.url();
+    await copy.route((url) => url.href === address, (route) => route.fulfill({ contentType: 'text/html; charset=utf-8', body: snapshot }));
+    await copy.goto(address);
+    assert.equal(await copy.title(), await page.title(), 'the copy is the page');
+    return await axeViolations(copy);
+  } finally {
+    await copy.close();
+  }
 }
 
 /** The new key is seen whole (wrapped, not cut off in a field) at phone widths. */
@@ -326,6 +379,12 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   const email = `browser-${Date.now()}@example.test`;
   await page.goto(`${base}/signup`);
   await shoot(page, 'signup');
+  // Refused first: every mistake said at once, beside its field.
+  await page.getByLabel('Email').fill('not an email');
+  await page.getByLabel('Password').fill('short');
+  await page.getByRole('button', { name: 'Sign up' }).click();
+  await page.getByText('Password must be at least').waitFor();
+  await shoot(page, 'signup-errors');
   await page.getByLabel('Email').fill(email);
   await page.getByLabel('Password').fill('a browser password');
   await page.getByRole('button', { name: 'Sign up' }).click();
@@ -480,6 +539,7 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   // Chat: a new conversation, a quick reply; the header then offers a new chat and shows the status.
   await page.getByRole('link', { name: 'Chat', exact: true }).click();
   assert.equal(await page.getByRole('link', { name: 'New chat' }).isVisible(), false);
+  await shoot(page, 'chat-new');
   await page.getByLabel('Message').fill('hello from the browser');
   await page.getByRole('button', { name: 'Send' }).click();
   await page.getByText('You said: hello from the browser').waitFor();
@@ -519,6 +579,7 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   await page.locator('[data-chat-waiting]').getByText('1 action to approve or reject').waitFor();
   assert.equal(await page.locator('[data-chat-waiting]').getByRole('link', { name: 'Open the inbox' }).getAttribute('href'), '/inbox');
   assert.equal(await page.getByRole('status').filter({ hasText: 'Waiting for you' }).count(), 1, 'said in a live region');
+  await shoot(page, 'chat-waiting');
 
   // Settled elsewhere (the inbox in another tab): this tab, left open, learns it by itself, and
   // shows the agent going on, without a reload.
@@ -588,6 +649,7 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
     await page.getByLabel('Password').fill('not my password');
     await page.getByRole('button', { name: 'Log in' }).click();
     await page.getByText('That email and password do not match an account.').waitFor();
+    if (i === 0) await shoot(page, 'login-refused');
   }
   await page.getByLabel('Password').fill('a browser password');
   await page.getByRole('button', { name: 'Log in' }).click();
@@ -659,6 +721,7 @@ test('the pages work without JavaScript (forms post; the chat offers a link to t
       `the newest message (${newest.y}–${newest.y + newest.height}) is within the box (${box.y}–${box.y + box.height})`);
     assert.match(await page.locator('.msg').last().innerText(), /You said: message 4/);
     assert.deepEqual(await page.evaluate(A11Y_CHECK), [], 'accessibility of the long chat');
+    assert.deepEqual(await axeOnCopy(page), [], 'axe on the long chat, without JavaScript');
   } finally {
     await ctx.close();
     rmSync(dir, { recursive: true, force: true });
