@@ -40,6 +40,15 @@ let base: string;
 let context: BrowserContext;
 let userDataDir: string;
 
+/** Debian's chromium with a fresh profile in `dir`, kept off the network but for this machine. */
+function launch(dir: string, options: { javaScriptEnabled?: boolean } = {}): Promise<BrowserContext> {
+  return chromium.launchPersistentContext(dir, {
+    executablePath: CHROMIUM, headless: true, viewport: DESKTOP, ...options,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+      '--disable-sync', '--no-first-run', '--disable-quic'],
+  });
+}
+
 before(async () => {
   if (skip) return;
   t = await startTestApp({ waitCeilingMs: 5_000 });
@@ -48,13 +57,7 @@ before(async () => {
   assert.ok(address && typeof address === 'object');
   base = `http://127.0.0.1:${address.port}`;
   userDataDir = mkdtempSync(join(tmpdir(), 'agent-channel-chromium-'));
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    viewport: DESKTOP,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-      '--disable-sync', '--no-first-run', '--disable-quic'],
-  });
+  context = await launch(userDataDir);
   mkdirSync(SHOTS, { recursive: true });
 });
 
@@ -313,6 +316,39 @@ async function boxes(page: Page, selectors: string[]): Promise<{ x: number; y: n
     assert.ok(box, `${selector} is on the page`);
     return box;
   }));
+}
+
+// Whether the element with focus shows it: a ring drawn by :focus-visible, and in the window.
+const FOCUS_SHOWN = `(() => {
+  const el = document.activeElement;
+  if (!el || el === document.body) return false;
+  const style = getComputedStyle(el);
+  const box = el.getBoundingClientRect();
+  return el.matches(':focus-visible') && style.outlineStyle !== 'none' && parseFloat(style.outlineWidth) >= 2
+    && box.bottom > 0 && box.top < innerHeight && box.right > 0 && box.left < innerWidth;
+})()`;
+
+/** The element with focus as a screen reader names it: its role and accessible name (playwright's). */
+async function focused(page: Page): Promise<string> {
+  const focus = page.locator(':focus');
+  if (await focus.count() === 0) return 'nothing';
+  return (await focus.ariaSnapshot()).split('\n')[0]!.replace(/^- /, '').replace(/:$/, '');
+}
+
+/**
+ * Presses `key` until `target` (as focused() names it) has focus, 40 times at most, and returns
+ * where focus stopped on the way; every stop shows its focus ring.
+ */
+async function pressUntil(page: Page, target: string, key = 'Tab'): Promise<string[]> {
+  const stops: string[] = [];
+  while (stops.length < 40) {
+    await page.keyboard.press(key);
+    const stop = await focused(page);
+    stops.push(stop);
+    assert.ok(await page.evaluate(FOCUS_SHOWN), `focus is shown on ${stop} (${key} from ${stops.slice(0, -1).join(' → ') || 'the start'})`);
+    if (stop === target) return stops;
+  }
+  assert.fail(`${target} is not reached by ${key}: ${stops.join(' → ')}`);
 }
 
 interface ApiBody {
@@ -649,14 +685,88 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   await page.close();
 });
 
+test('the main flows work by keyboard alone, in a sensible order, focus always shown', { skip, timeout: 90_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-channel-chromium-keyboard-'));
+  const ctx = await launch(dir);
+  try {
+    const page = await ctx.newPage();
+    page.setDefaultTimeout(15_000);
+    const email = `keyboard-${Date.now()}@example.test`;
+
+    // Sign up: from the top of the page, the header, then the form in reading order; back with Shift+Tab.
+    await page.goto(`${base}/signup`);
+    assert.deepEqual(await pressUntil(page, 'button "Sign up"'), [
+      'link "Skip to content"', 'link "agent-channel"', 'link "Log in"', 'link "Sign up"', 'textbox "Email"', 'textbox "Password"', 'button "Sign up"',
+    ]);
+    assert.deepEqual(await pressUntil(page, 'textbox "Email"', 'Shift+Tab'), ['textbox "Password"', 'textbox "Email"']);
+    await page.keyboard.type(email);
+    await page.keyboard.press('Tab');
+    await page.keyboard.type('a keyboard password');
+    await page.keyboard.press('Enter');
+    await page.waitForURL(/\/agents\?welcome=1$/);
+
+    // The skip link leads past the header: the next Tab is in the page's content.
+    assert.deepEqual(await pressUntil(page, 'link "Skip to content"'), ['link "Skip to content"']);
+    await page.keyboard.press('Enter');
+    assert.equal(await page.evaluate('document.activeElement.id'), 'main');
+    const [firstInMain] = await pressUntil(page, 'textbox "Name"');
+    assert.ok(await page.evaluate("document.querySelector('main').contains(document.activeElement)"), `${firstInMain} is in the content`);
+    await page.keyboard.type('Keyboard bot');
+    await pressUntil(page, 'button "Create agent"');
+    await page.keyboard.press('Space');
+    await page.getByText('Agent “Keyboard bot” is ready').waitFor();
+
+    // A key: created with Enter, copied with Space (the Copy button comes before the form), revoked
+    // behind its confirmation.
+    await page.goto(`${base}/account/keys`);
+    await pressUntil(page, 'textbox "Label"');
+    await page.keyboard.type('keyboard key');
+    await pressUntil(page, 'button "Create key"');
+    await page.keyboard.press('Enter');
+    await page.locator('#new-key').waitFor();
+    const toCopy = await pressUntil(page, 'button "Copy the key"');
+    assert.ok(!toCopy.includes('textbox "Label"'), `the new key's Copy button comes before the form: ${toCopy.join(' → ')}`);
+    await page.keyboard.press('Space');
+    await page.getByRole('status').filter({ hasText: /^(Copied\.|Selected: press Ctrl\+C to copy\.)$/ }).waitFor();
+    await pressUntil(page, 'link "Revoke keyboard key"');
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Revoke “keyboard key”?' }).waitFor();
+    assert.deepEqual((await pressUntil(page, 'link "Cancel"')).slice(-2), ['button "Revoke key"', 'link "Cancel"']);
+    await pressUntil(page, 'button "Revoke key"', 'Shift+Tab');
+    await page.keyboard.press('Enter');
+    await page.getByRole('status').getByText('is revoked').waitFor();
+
+    // Chat: the transcript's box takes focus (to scroll it), then the form; the message is sent
+    // from the Send button, and focus is back in the field for the next one.
+    await page.goto(`${base}/chat`);
+    const toMessage = await pressUntil(page, 'textbox "Message"');
+    assert.deepEqual(toMessage.slice(-3), ['region "Transcript"', 'combobox "Agent"', 'textbox "Message"']);
+    await page.keyboard.type('hello by keyboard');
+    await pressUntil(page, 'button "Send"');
+    await page.keyboard.press('Enter');
+    await page.getByText('You said: hello by keyboard').waitFor();
+    assert.equal(await focused(page), 'textbox "Message"');
+    // An action to approve: Ctrl+Enter sends it; the chat then leads to the inbox.
+    await page.keyboard.type('!action email Send the keyboard report');
+    await page.keyboard.press('Control+Enter');
+    await page.locator('[data-chat-waiting]').getByText('1 action to approve or reject').waitFor();
+    await pressUntil(page, 'link "Open the inbox"', 'Shift+Tab');
+    await page.keyboard.press('Enter');
+    await page.waitForURL(/\/inbox$/);
+    await pressUntil(page, 'button "Approve “Send the keyboard report”"');
+    await page.keyboard.press('Enter');
+    await page.getByText('Approved. The agent carries on.').waitFor();
+    assert.deepEqual(await page.evaluate(NON_TEXT_CHECK), [], 'non-text contrast after keyboard use');
+  } finally {
+    await ctx.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('the pages work without JavaScript (forms post; the chat offers a link to the reply and never reloads by itself)', { skip, timeout: 90_000 }, async () => {
   // A second fresh profile, with JavaScript off.
   const dir = mkdtempSync(join(tmpdir(), 'agent-channel-chromium-nojs-'));
-  const ctx = await chromium.launchPersistentContext(dir, {
-    executablePath: CHROMIUM, headless: true, viewport: DESKTOP, javaScriptEnabled: false,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-      '--disable-sync', '--no-first-run', '--disable-quic'],
-  });
+  const ctx = await launch(dir, { javaScriptEnabled: false });
   try {
     const page = await ctx.newPage();
     page.setDefaultTimeout(15_000);
