@@ -455,6 +455,11 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   const form = (await boxes(page, ['#create-h + form']))[0]!;
   const right = inputs[2]!.x + inputs[2]!.width;
   assert.ok(form.x + form.width - right < 2, `the last input reaches the form's right edge (no empty fourth column): ${right} vs ${form.x + form.width}`);
+  // Refused first: a rate limit above the most allowed, said beside its field.
+  await page.getByLabel('Rate limit (requests per minute)').fill('999999');
+  await page.getByRole('button', { name: 'Create key' }).click();
+  await page.locator('#f-rate_limit-error').waitFor();
+  await shoot(page, 'keys-errors');
   await page.getByLabel('Label').fill('browser key');
   await page.getByLabel('Rate limit (requests per minute)').fill('100');
   await page.getByRole('button', { name: 'Create key' }).click();
