@@ -55,7 +55,12 @@ export function restoreSqlite(databaseUrl: string, from: string, now = new Date(
   // Held throughout: no server starts on the file while it is being replaced. A server running
   // now makes this fail, with the reason, before anything is touched.
   const lock = SqliteServerLock.acquire(path);
+  const incoming = `${path}.restoring`;
   try {
+    // The copy first, beside the database, whole and on disk: a full disk fails here, with the
+    // database still in place. From here on only renames, which need no room.
+    copyFileSync(backup, incoming);
+    syncToDisk(incoming);
     let keptAs: string | null = null;
     if (existsSync(path)) {
       // Every commit into the file itself, so that the file kept is the whole database.
@@ -71,13 +76,11 @@ export function restoreSqlite(databaseUrl: string, from: string, now = new Date(
     }
     // A log left beside the old file would be replayed into the restored one: gone first.
     for (const suffix of ['-wal', '-shm', '-journal']) rmSync(`${path}${suffix}`, { force: true });
-    const incoming = `${path}.restoring`;
-    copyFileSync(backup, incoming);
-    syncToDisk(incoming);
     renameSync(incoming, path); // the database appears whole, or not at all
     syncToDisk(dirname(path)); // and the renames with it
     return keptAs;
   } finally {
+    rmSync(incoming, { force: true }); // (gone already when all went well)
     lock.release();
   }
 }
