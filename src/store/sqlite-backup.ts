@@ -2,7 +2,7 @@ import { closeSync, copyFileSync, existsSync, fsyncSync, openSync, renameSync, r
 import { dirname, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { isPostgresUrl, makeFolder, sqlitePathOf } from './store.ts';
-import { SqliteServerLock } from './sqlite-server-lock.ts';
+import { realPathOf, SqliteServerLock } from './sqlite-server-lock.ts';
 
 /**
  * Backing up and restoring a SQLite database (the CLI's `backup` and `restore`). A copy of the
@@ -46,12 +46,15 @@ export function backupSqlite(databaseUrl: string, to: string): void {
  */
 export function restoreSqlite(databaseUrl: string, from: string, now = new Date()): string | null {
   if (isPostgresUrl(databaseUrl)) throw new Error(`restore works on a SQLite database; ${ON_POSTGRES}`);
-  const path = resolve(sqlitePathOf(databaseUrl));
+  const named = resolve(sqlitePathOf(databaseUrl));
   const backup = resolve(from);
   if (!existsSync(backup)) throw new Error(`no backup at ${backup}`);
   const problem = whyNotADatabaseOfOurs(backup);
   if (problem) throw new Error(`${backup} is not a backup of an agent-channel database (${problem}); nothing was changed`);
-  makeFolder(dirname(path));
+  makeFolder(dirname(named));
+  // The file itself, where a symbolic link leads: the link (to a disk of its own, say) stays.
+  const path = realPathOf(named);
+  if (realPathOf(backup) === path) throw new Error(`${backup} is the database itself, not a backup of it; nothing was changed`);
   // Held throughout: no server starts on the file while it is being replaced. A server running
   // now makes this fail, with the reason, before anything is touched.
   const lock = SqliteServerLock.acquire(path);

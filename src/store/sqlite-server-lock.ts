@@ -42,7 +42,7 @@ export class SqliteServerLock {
 }
 
 /** The file's path with every symbolic link resolved; for a file not made yet, its folder's real path and its name. */
-function realPathOf(path: string): string {
+export function realPathOf(path: string): string {
   try {
     return realpathSync(path);
   } catch (error) {
