@@ -21,15 +21,25 @@ export function backupSqlite(databaseUrl: string, to: string): void {
   if (isPostgresUrl(databaseUrl)) throw new Error(`backup works on a SQLite database; ${ON_POSTGRES}`);
   const path = existingDatabase(databaseUrl);
   const target = resolve(to);
-  if (existsSync(target)) throw new Error(`${target} already exists: a backup is written to a new file`);
   makeFolder(dirname(target));
-  const source = new DatabaseSync(path, { readOnly: true, timeout: 5_000 });
+  // The file made here, empty (VACUUM INTO writes into an empty file), so that it is ours to
+  // remove when the copy is cut short (a full disk, say): a part left would look like a backup,
+  // and the next try would be refused as "already exists".
   try {
-    source.prepare('VACUUM INTO ?').run(target);
-  } finally {
-    source.close();
+    closeSync(openSync(target, 'wx'));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw new Error(`${target} already exists: a backup is written to a new file`);
+    throw error;
   }
   try {
+    const source = new DatabaseSync(path, { readOnly: true, timeout: 5_000 });
+    try {
+      source.prepare('VACUUM INTO ?').run(target);
+    } catch (error) {
+      throw new Error(`cannot write the backup to ${target}: ${(error as Error).message}`, { cause: error });
+    } finally {
+      source.close();
+    }
     const problem = whyNotADatabaseOfOurs(target);
     if (problem) throw new Error(`the copy written to ${target} does not read back (${problem})`);
     syncToDisk(target);
