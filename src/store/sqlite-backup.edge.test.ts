@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import fs, { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
@@ -37,6 +38,89 @@ function markerOf(path: string): string[] {
     db.close();
   }
 }
+
+test('through a symbolic link, restore replaces the database it points to, and the link stays', sqliteOnly, async () => {
+  const real = join(dir, 'link-case', 'disk', 'db.sqlite');
+  const link = join(dir, 'link-case', 'db.sqlite');
+  mkdirSync(join(dir, 'link-case', 'disk'), { recursive: true });
+  await databaseAt(real, 'old');
+  const backup = join(dir, 'link-case', 'backup.db');
+  await databaseAt(backup, 'restored');
+  symlinkSync(real, link);
+  const keptAs = restoreSqlite(`sqlite:${link}`, backup);
+  assert.ok(lstatSync(link).isSymbolicLink(), 'the link is still a link');
+  assert.deepEqual(markerOf(real), ['restored'], 'the file the server reads is the backup');
+  assert.ok(keptAs && !lstatSync(keptAs).isSymbolicLink(), 'the database kept is a file, not a link to one');
+  assert.deepEqual(markerOf(keptAs), ['old']);
+});
+
+test('restore refuses a :memory: database, and makes no file', sqliteOnly, async () => {
+  const backup = join(dir, 'memory-backup.db');
+  await databaseAt(backup, 'x');
+  const cwd = process.cwd();
+  const here = join(dir, 'memory-cwd');
+  mkdirSync(here);
+  process.chdir(here);
+  try {
+    assert.throws(() => restoreSqlite('sqlite::memory:', backup), /:memory:/);
+    assert.deepEqual(readdirSync(here), []);
+  } finally {
+    process.chdir(cwd);
+  }
+});
+
+test('restore from a database whose commits are still in its write-ahead log carries them', sqliteOnly, async () => {
+  const source = join(dir, 'wal-source.db');
+  await databaseAt(source, 'in the file');
+  // A commit left in the log: the connection is not closed (closing would checkpoint it).
+  const writer = new DatabaseSync(source);
+  writer.exec('PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0');
+  writer.exec(`insert into marker values ('in the log')`);
+  try {
+    const target = join(dir, 'wal-target', 'db.sqlite');
+    restoreSqlite(`sqlite:${target}`, source);
+    assert.deepEqual(markerOf(target).sort(), ['in the file', 'in the log']);
+  } finally {
+    writer.close();
+  }
+});
+
+test('restore over a file that is not a database says which file, and changes nothing', sqliteOnly, async () => {
+  const folder = join(dir, 'garbage-case');
+  mkdirSync(folder);
+  const path = join(folder, 'db.sqlite');
+  writeFileSync(path, 'x'.repeat(8192));
+  const backup = join(dir, 'garbage-backup.db');
+  await databaseAt(backup, 'x');
+  assert.throws(() => restoreSqlite(`sqlite:${path}`, backup), (error: Error) => {
+    assert.ok(error.message.includes(path), error.message);
+    assert.match(error.message, /nothing was changed/);
+    return true;
+  });
+  assert.deepEqual(readdirSync(folder).filter((name) => !name.endsWith('.lock')), ['db.sqlite']);
+});
+
+test('a restore whose last step fails leaves the database it was replacing in place', sqliteOnly, async () => {
+  const path = join(dir, 'interrupted', 'db.sqlite');
+  mkdirSync(join(dir, 'interrupted'));
+  await databaseAt(path, 'old');
+  const backup = join(dir, 'interrupted-backup.db');
+  await databaseAt(backup, 'new');
+  const renameSync = fs.renameSync;
+  fs.renameSync = (from, to) => {
+    if (String(to) === path) throw new Error('interrupted (a test\'s)');
+    return renameSync(from, to);
+  };
+  syncBuiltinESMExports();
+  try {
+    assert.throws(() => restoreSqlite(`sqlite:${path}`, backup), /interrupted/);
+  } finally {
+    fs.renameSync = renameSync;
+    syncBuiltinESMExports();
+  }
+  assert.ok(existsSync(path), 'a server started now would make an empty database here');
+  assert.deepEqual(markerOf(path), ['old']);
+});
 
 test('a backup cut short (the disk full) leaves no file where it was going', { ...sqliteOnly, skip: sqliteOnly.skip || (process.platform !== 'linux' && 'Linux only (ulimit -f)') }, async () => {
   const source = join(dir, 'big.db');

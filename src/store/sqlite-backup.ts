@@ -1,5 +1,5 @@
-import { closeSync, copyFileSync, existsSync, fsyncSync, openSync, renameSync, rmSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { closeSync, existsSync, fsyncSync, linkSync, openSync, renameSync, rmSync } from 'node:fs';
+import { basename, dirname, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { isPostgresUrl, makeFolder, sqlitePathOf } from './store.ts';
 import { realPathOf, SqliteServerLock } from './sqlite-server-lock.ts';
@@ -56,42 +56,70 @@ export function backupSqlite(databaseUrl: string, to: string): void {
  */
 export function restoreSqlite(databaseUrl: string, from: string, now = new Date()): string | null {
   if (isPostgresUrl(databaseUrl)) throw new Error(`restore works on a SQLite database; ${ON_POSTGRES}`);
-  const named = resolve(sqlitePathOf(databaseUrl));
+  const named = sqlitePathOf(databaseUrl);
+  if (named === ':memory:') throw new Error('DATABASE_URL names a database in memory (sqlite::memory:): there is no file to restore into');
   const backup = resolve(from);
   if (!existsSync(backup)) throw new Error(`no backup at ${backup}`);
   const problem = whyNotADatabaseOfOurs(backup);
   if (problem) throw new Error(`${backup} is not a backup of an agent-channel database (${problem}); nothing was changed`);
-  makeFolder(dirname(named));
-  // The file itself, where a symbolic link leads: the link (to a disk of its own, say) stays.
-  const path = realPathOf(named);
+  makeFolder(dirname(resolve(named)));
+  // The file itself, through any symbolic link to it or to a folder above it: the link is left
+  // as it is, and what it points to (what the server reads) is replaced and kept.
+  const path = realPathOf(resolve(named));
   if (realPathOf(backup) === path) throw new Error(`${backup} is the database itself, not a backup of it; nothing was changed`);
   // Held throughout: no server starts on the file while it is being replaced. A server running
   // now makes this fail, with the reason, before anything is touched.
   const lock = SqliteServerLock.acquire(path);
   const incoming = `${path}.restoring`;
+  let keptAs: string | null = null;
+  let linked = false;
   try {
     // The copy first, beside the database, whole and on disk: a full disk fails here, with the
-    // database still in place. From here on only renames, which need no room.
-    copyFileSync(backup, incoming);
+    // database still in place. VACUUM INTO, not a copy of the file: a backup whose last commits
+    // are still in its own write-ahead log (a copy of a stopped server's folder) carries them.
+    rmSync(incoming, { force: true }); // (left by a restore cut short; the lock makes it ours)
+    const source = new DatabaseSync(backup, { readOnly: true, timeout: 5_000 });
+    try {
+      source.prepare('VACUUM INTO ?').run(incoming);
+    } finally {
+      source.close();
+    }
     syncToDisk(incoming);
-    let keptAs: string | null = null;
     if (existsSync(path)) {
       // Every commit into the file itself, so that the file kept is the whole database.
-      const current = new DatabaseSync(path, { timeout: 5_000 });
+      let busy: number;
       try {
-        const { busy } = current.prepare('PRAGMA wal_checkpoint(TRUNCATE)').get() as { busy: number };
-        if (busy) throw new Error(`another process is reading or writing ${path} (the CLI?); nothing was changed`);
-      } finally {
-        current.close();
+        const current = new DatabaseSync(path, { timeout: 5_000 });
+        try {
+          ({ busy } = current.prepare('PRAGMA wal_checkpoint(TRUNCATE)').get() as { busy: number });
+        } finally {
+          current.close();
+        }
+      } catch (error) {
+        throw new Error(`cannot read the database at ${path} to keep it (${(error as Error).message}); nothing was changed. `
+          + `If it is damaged, move it aside yourself, with any ${basename(path)}-wal beside it, then restore again`, { cause: error });
       }
+      if (busy) throw new Error(`another process is reading or writing ${path} (the CLI?); nothing was changed`);
       keptAs = `${path}.replaced-${now.toISOString().replaceAll(':', '-')}`;
-      renameSync(path, keptAs);
+      // A second name for the database, then the backup renamed over it: at no moment is there no
+      // database at its path, where a server started (after a crash of this) would make an empty one.
+      try {
+        linkSync(path, keptAs);
+        linked = true;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw error;
+        renameSync(path, keptAs); // a file system without hard links
+      }
     }
-    // A log left beside the old file would be replayed into the restored one: gone first.
+    // A log left beside the old file would be replayed into the restored one: gone first (the
+    // old file's is empty, checkpointed above).
     for (const suffix of ['-wal', '-shm', '-journal']) rmSync(`${path}${suffix}`, { force: true });
-    renameSync(incoming, path); // the database appears whole, or not at all
+    renameSync(incoming, path); // the database replaced at once, whole
     syncToDisk(dirname(path)); // and the renames with it
     return keptAs;
+  } catch (error) {
+    if (linked && keptAs) rmSync(keptAs, { force: true }); // the database is still at its path
+    throw error;
   } finally {
     rmSync(incoming, { force: true }); // (gone already when all went well)
     lock.release();
