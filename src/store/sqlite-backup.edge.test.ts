@@ -54,6 +54,18 @@ test('through a symbolic link, restore replaces the database it points to, and t
   assert.deepEqual(markerOf(keptAs), ['old']);
 });
 
+test('restore refuses the database itself (named through a link too) as its own backup, and changes nothing', sqliteOnly, async () => {
+  const real = join(dir, 'itself', 'db.sqlite');
+  mkdirSync(join(dir, 'itself'), { recursive: true });
+  await databaseAt(real, 'only');
+  symlinkSync(real, join(dir, 'itself', 'link.db'));
+  for (const from of [real, join(dir, 'itself', 'link.db')]) {
+    assert.throws(() => restoreSqlite(`sqlite:${real}`, from), /is the database itself, not a backup of it; nothing was changed/);
+  }
+  assert.deepEqual(readdirSync(join(dir, 'itself')).sort(), ['db.sqlite', 'link.db']);
+  assert.deepEqual(markerOf(real), ['only']);
+});
+
 test('restore refuses a :memory: database, and makes no file', sqliteOnly, async () => {
   const backup = join(dir, 'memory-backup.db');
   await databaseAt(backup, 'x');

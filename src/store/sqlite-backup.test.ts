@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
@@ -138,39 +138,6 @@ test('backup and restore refuse what cannot work, with the reason, and change no
   } finally {
     await server.kill('SIGTERM');
   }
-});
-
-test('a database reached through a symbolic link is restored where the link leads; the link stays', sqliteOnly, async () => {
-  const disk = join(dir, 'other-disk');
-  const links = join(dir, 'links');
-  mkdirSync(disk);
-  mkdirSync(links);
-  symlinkSync(join(disk, 'real.db'), join(links, 'agent-channel.db'));
-  const env = { DATABASE_URL: `sqlite:${join(links, 'agent-channel.db')}`, SCRYPT_COST_LOG2: '10' };
-  const users = () => {
-    const db = new DatabaseSync(join(disk, 'real.db'), { readOnly: true });
-    try {
-      return db.prepare('select email from users order by email').all().map((row) => String(row.email));
-    } finally {
-      db.close();
-    }
-  };
-  assert.equal((await runCli(env, 'users', 'create', '--email', 'first@example.test', '--password', 'a long password')).code, 0);
-  const backup = join(dir, 'linked-backup.db');
-  assert.equal((await runCli(env, 'backup', '--to', backup)).code, 0);
-  assert.equal((await runCli(env, 'users', 'create', '--email', 'second@example.test', '--password', 'a long password')).code, 0);
-  assert.deepEqual(users(), ['first@example.test', 'second@example.test']);
-
-  const itself = await runCli(env, 'restore', '--from', join(links, 'agent-channel.db'));
-  assert.equal(itself.code, 1);
-  assert.match(itself.stderr, /is the database itself, not a backup of it; nothing was changed/);
-
-  const restored = await runCli(env, 'restore', '--from', backup);
-  assert.equal(restored.code, 0, restored.stderr);
-  assert.ok(lstatSync(join(links, 'agent-channel.db')).isSymbolicLink(), 'the link is still a link');
-  assert.deepEqual(users(), ['first@example.test'], 'the file the link leads to holds the backup');
-  assert.equal(restored.stdout.trim().startsWith(join(disk, 'real.db.replaced-')), true, restored.stdout);
-  assert.deepEqual(readdirSync(links), ['agent-channel.db']);
 });
 
 test('on PostgreSQL, backup and restore point to PostgreSQL\'s own tools', async () => {

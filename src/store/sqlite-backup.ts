@@ -60,13 +60,15 @@ export function restoreSqlite(databaseUrl: string, from: string, now = new Date(
   if (named === ':memory:') throw new Error('DATABASE_URL names a database in memory (sqlite::memory:): there is no file to restore into');
   const backup = resolve(from);
   if (!existsSync(backup)) throw new Error(`no backup at ${backup}`);
+  if (existsSync(named) && realPathOf(backup) === realPathOf(resolve(named))) {
+    throw new Error(`${backup} is the database itself, not a backup of it; nothing was changed`);
+  }
   const problem = whyNotADatabaseOfOurs(backup);
   if (problem) throw new Error(`${backup} is not a backup of an agent-channel database (${problem}); nothing was changed`);
   makeFolder(dirname(resolve(named)));
   // The file itself, through any symbolic link to it or to a folder above it: the link is left
   // as it is, and what it points to (what the server reads) is replaced and kept.
   const path = realPathOf(resolve(named));
-  if (realPathOf(backup) === path) throw new Error(`${backup} is the database itself, not a backup of it; nothing was changed`);
   // Held throughout: no server starts on the file while it is being replaced. A server running
   // now makes this fail, with the reason, before anything is touched.
   const lock = SqliteServerLock.acquire(path);
