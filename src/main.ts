@@ -17,7 +17,9 @@ export async function serve(): Promise<void> {
   await checkCanListen(config);
   // The log comes first: what goes wrong while the runtime opens (Redis out of reach) is logged too.
   const log = serverLog(config);
-  const runtime = await createRuntime(config, {}, (error, context) => {
+  // The SQLite file is claimed before it is opened (forServer): a second server, or a restore under
+  // way, stops this one before it creates, migrates or logs into the file.
+  const runtime = await createRuntime(config, { forServer: true }, (error, context) => {
     // A database that is away heals by itself (the work is retried, or taken up again by its
     // lease): a warning, as the API's 503s are, rather than an error line that pages someone.
     if (isStoreUnavailable(error)) {

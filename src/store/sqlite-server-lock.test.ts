@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -96,5 +96,25 @@ test('one file reached by two names (a symbolic link to it, or to its folder) is
   } finally {
     await first.close();
     rmSync(linkedFolder);
+  }
+});
+
+test('a server\'s store claims the file before it opens it: refused, it has made, migrated and left nothing', async () => {
+  const folder = join(dir, 'claimed-first');
+  mkdirSync(folder);
+  const fresh = join(folder, 'new.db');
+  const held = SqliteServerLock.acquire(fresh); // as a restore under way, or another server, holds it
+  try {
+    await assert.rejects(openStore(`sqlite:${fresh}`, { forServer: true }), /^Error: another agent-channel server is using the SQLite database/);
+    const lockFiles = /^new\.db\.lock/; // the claim's own (its lock file, and that file's journal)
+    assert.deepEqual(readdirSync(folder).filter((name) => !lockFiles.test(name)), [], 'no database, no log beside it');
+  } finally {
+    held.release();
+  }
+  const server = await openStore(`sqlite:${fresh}`, { forServer: true });
+  try {
+    assert.throws(() => SqliteServerLock.acquire(fresh), /another agent-channel server/, 'held from the open on');
+  } finally {
+    await server.close();
   }
 });

@@ -65,6 +65,11 @@ export interface OpenStoreOptions {
   pgStatementTimeoutMs?: number;
   /** SQLite: when commits are synced to disk (see SqliteSynchronous); `full` unless set. */
   sqliteSynchronous?: SqliteSynchronous;
+  /**
+   * SQLite: the server's store, which claims the file (Store.claimForServer) before it opens,
+   * let alone migrates, it: a server refused for another one's (or a restore's) lock leaves no trace.
+   */
+  forServer?: boolean;
 }
 
 /** How often an instance on PostgreSQL measures its clock's offset from the database server's again. */
@@ -82,7 +87,7 @@ export const isPostgresUrl = (url: string): boolean => url.startsWith('postgres:
 export async function openStore(url: string = DEFAULT_DATABASE_URL, options: OpenStoreOptions = {}): Promise<Store> {
   const store = isPostgresUrl(url)
     ? await openPostgres(url, options)
-    : openSqlite(url, options.sqliteSynchronous);
+    : openSqlite(url, options.sqliteSynchronous, options.forServer ?? false);
   try {
     if (store.dialect === 'postgres') {
       // On a connection of its own without the statement timeout: a migration may build an index
@@ -120,19 +125,25 @@ export function sqlitePathOf(url: string): string {
   return path;
 }
 
-function openSqlite(url: string, synchronous: SqliteSynchronous | undefined): Store {
+function openSqlite(url: string, synchronous: SqliteSynchronous | undefined, forServer: boolean): Store {
   const path = sqlitePathOf(url);
-  let database;
+  const cannotOpen = (error: unknown) => new Error(`cannot open the SQLite database ${resolve(path)}: ${(error as Error).message}`, { cause: error });
   try {
     if (path !== ':memory:') makeFolder(dirname(resolve(path)));
+  } catch (error) {
+    throw cannotOpen(error);
+  }
+  let serverLock = forServer && path !== ':memory:' ? SqliteServerLock.acquire(resolve(path)) : null;
+  let database;
+  try {
     database = openNodeSqlite(path, synchronous);
   } catch (error) {
-    throw new Error(`cannot open the SQLite database ${resolve(path)}: ${(error as Error).message}`, { cause: error });
+    serverLock?.release();
+    throw cannotOpen(error);
   }
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database }) });
   runPreparedDirectly(db, database);
   let checkpointer: SqliteCheckpointer | null = null;
-  let serverLock: SqliteServerLock | null = null;
   return {
     db,
     dialect: 'sqlite',
