@@ -12,9 +12,13 @@ import pg from 'pg';
 import { runCli } from '../testing/cli.ts';
 import { databaseEnv, freshDatabase, seedAccount, type TestDatabase } from '../testing/harness.ts';
 import { startServerProcess } from '../testing/server-process.ts';
-import { openStore } from './store.ts';
+import { migrationsFor, openStore } from './store.ts';
 
-const NEWER = /^this database was migrated by a newer release of agent-channel \(it records migration 009_from_a_newer_release, which this release, at 008_login_attempts, does not have\); nothing was changed\. Run that release or a later one, or restore a backup taken before the upgrade$/;
+/** This release's last migration, and a name that sorts after any it will ever have (a newer release's). */
+const LATEST = Object.keys(migrationsFor('sqlite')).sort().at(-1)!;
+const FROM_A_NEWER_RELEASE = '999_from_a_newer_release';
+const quoted = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+const NEWER = new RegExp(`^this database was migrated by a newer release of agent-channel \\(it records migration ${FROM_A_NEWER_RELEASE}, which this release, at ${quoted(LATEST)}, does not have\\); nothing was changed\\. Run that release or a later one, or restore a backup taken before the upgrade$`);
 
 const storeOptions = (database: TestDatabase) => (database.pgSchema ? { pgSchema: database.pgSchema } : {});
 
@@ -58,7 +62,7 @@ async function contents(database: TestDatabase) {
 }
 
 test('a database migrated by a newer release is refused at open, naming the migration, and left as it was', async () => {
-  const database = await databaseMigratedElsewhere('009_from_a_newer_release');
+  const database = await databaseMigratedElsewhere(FROM_A_NEWER_RELEASE);
   try {
     const before = await contents(database);
     await assert.rejects(openStore(database.url, storeOptions(database)), (error: Error) => {
@@ -72,7 +76,7 @@ test('a database migrated by a newer release is refused at open, naming the migr
 });
 
 test('the CLI and serve refuse a newer database in one line, without a stack, and exit 1', { timeout: 60_000 }, async () => {
-  const database = await databaseMigratedElsewhere('009_from_a_newer_release');
+  const database = await databaseMigratedElsewhere(FROM_A_NEWER_RELEASE);
   try {
     const env = databaseEnv(database);
     const cli = await runCli(env, 'keys', 'list', '--email', 'rolled-back@example.test');
@@ -97,8 +101,8 @@ test('a database recording a migration this release never had among its own is r
   // Such as 007_account_lists, which a development build between two releases ran and which was renamed before any release.
   const database = await databaseMigratedElsewhere('007_account_lists');
   try {
-    await assert.rejects(openStore(database.url, storeOptions(database)),
-      /^Error: this database records migrations this release of agent-channel does not have \(007_account_lists; this release is at 008_login_attempts\): another build migrated it; nothing was changed\. Run the build that migrated it, or restore a backup$/);
+    await assert.rejects(openStore(database.url, storeOptions(database)), new RegExp('^Error: this database records migrations this release of agent-channel does not have '
+      + `\\(007_account_lists; this release is at ${quoted(LATEST)}\\): another build migrated it; nothing was changed\\. Run the build that migrated it, or restore a backup$`));
   } finally {
     await database.drop();
   }
