@@ -58,7 +58,7 @@ export interface JobWatch {
  */
 export type RunOutcome = 'done' | 'failed' | 'requeued';
 
-/** Told of each run of a job on this runner, for its metrics; called synchronously, must not throw. */
+/** Told of each run of a job on this runner, for its metrics; called synchronously (what it throws is reported and ignored). */
 export interface TurnObserver {
   /** A run starts: `waitedMs` in line since accepted (first runs only), `resumed` for a run after an interrupted one. */
   started(run: { kind: JobKind; waitedMs: number | null; resumed: boolean }): void;
@@ -321,7 +321,7 @@ export class TurnEngine {
     const firstRunAt = Date.parse(job.started_at ?? '');
     const resumed = firstRunAt < claimedAt;
     const waitedMs = resumed || Number.isNaN(firstRunAt) ? null : Math.max(0, firstRunAt - Date.parse(job.created_at));
-    for (const observer of this.observers) observer.started({ kind: job.kind, waitedMs, resumed });
+    this.tellObservers((observer) => observer.started({ kind: job.kind, waitedMs, resumed }));
     const startedAt = performance.now();
     const settled = this.execute(job, controller.signal)
       .catch((e): RunOutcome => {
@@ -330,7 +330,7 @@ export class TurnEngine {
       })
       .then((outcome) => {
         const ranMs = performance.now() - startedAt;
-        for (const observer of this.observers) observer.ended({ kind: job.kind, outcome, ranMs });
+        this.tellObservers((observer) => observer.ended({ kind: job.kind, outcome, ranMs }));
       })
       .finally(() => {
         this.active.delete(job.id);
@@ -461,6 +461,17 @@ export class TurnEngine {
         }
       },
     };
+  }
+
+  /** An observer that throws is reported, never let to stop a run or the engine (metrics are not worth a turn). */
+  private tellObservers(tell: (observer: TurnObserver) => void): void {
+    for (const observer of this.observers) {
+      try {
+        tell(observer);
+      } catch (error) {
+        this.options.onError?.(error, 'a turn observer (metrics)');
+      }
+    }
   }
 
   /** Tells `observer` of every run on this runner from now on, until the returned function is called. */

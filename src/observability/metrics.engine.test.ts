@@ -108,3 +108,30 @@ test('while the database does not answer, a scrape is answered at once, leaving 
     await proxy.close();
   }
 });
+
+test('an observer that throws stops neither a turn nor the engine', async () => {
+  const t = await startTestApp();
+  try {
+    const u = await t.userWithAgent();
+    let told = 0;
+    const stop = t.runtime.engine.observe({
+      started() { told++; throw new Error('a broken observer, at the start'); },
+      ended() { told++; throw new Error('a broken observer, at the end'); },
+    });
+    try {
+      for (const text of ['first', 'second']) {
+        const res = await send(t, u, { text });
+        assert.equal(res.statusCode, 200, res.body);
+        assert.equal(res.json().reply, `You said: ${text}`);
+      }
+      await queueDrained(t);
+      assert.equal(told, 4, 'told of both runs, start and end');
+      const page = await scrape(t);
+      assert.equal(sample(page, 'turns_total', { ...message, outcome: 'done' }), 2, 'the metrics go on counting');
+    } finally {
+      stop();
+    }
+  } finally {
+    await t.close();
+  }
+});
