@@ -117,7 +117,8 @@ export function restoreSqlite(databaseUrl: string, from: string, now = new Date(
     // old file's is empty, checkpointed above).
     for (const suffix of ['-wal', '-shm', '-journal']) rmSync(`${path}${suffix}`, { force: true });
     renameSync(incoming, path); // the database replaced at once, whole
-    syncToDisk(dirname(path)); // and the renames with it
+    // And the renames with it (Windows opens no folder as a file: there NTFS' own journal keeps them).
+    if (process.platform !== 'win32') syncToDisk(dirname(path));
     return keptAs;
   } catch (error) {
     if (linked && keptAs) rmSync(keptAs, { force: true }); // the database is still at its path
