@@ -56,7 +56,8 @@ export interface JobWatch {
  * How a run of a job on this runner ended: its outcome written (`done`, `failed`), or `requeued`:
  * not written here, the job runs again (a shutdown, the store away, its lease taken over).
  */
-export type RunOutcome = 'done' | 'failed' | 'requeued';
+export const RUN_OUTCOMES = ['done', 'failed', 'requeued'] as const;
+export type RunOutcome = typeof RUN_OUTCOMES[number];
 
 /** Told of each run of a job on this runner, for its metrics; called synchronously (what it throws is reported and ignored). */
 export interface TurnObserver {

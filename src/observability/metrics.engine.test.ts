@@ -25,6 +25,11 @@ test('each run is counted by outcome, with its time running and its time in line
   try {
     const u = await t.userWithAgent();
     const before = await scrape(t);
+    // Every series is there from the start at 0 (a rate() over one that appears at 1 misses that 1).
+    for (const kind of ['message', 'continuation']) {
+      for (const outcome of ['done', 'failed', 'requeued']) assert.match(before, new RegExp(`^turns_total\\{kind="${kind}",outcome="${outcome}"\\} 0$`, 'm'));
+      assert.match(before, new RegExp(`^turn_duration_seconds_count\\{kind="${kind}"\\} 0$`, 'm'));
+    }
     assert.equal((await send(t, u, { text: 'hello' })).statusCode, 200);
     assert.equal((await send(t, u, { text: '!fail on purpose' })).statusCode, 502);
     const after = await scrapeUntil(t, (page) => sample(page, 'turn_duration_seconds_count', message) === 2, 'two runs timed');

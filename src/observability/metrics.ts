@@ -1,7 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { OpenJobCounts } from '../engine/queue-sql.ts';
-import type { TurnObserver } from '../engine/turn-engine.ts';
+import { JOB_KINDS } from '../store/schema.ts';
+import { RUN_OUTCOMES, type TurnObserver } from '../engine/turn-engine.ts';
 
 /** What the instance reports beside its requests: read at each scrape, or told as turns run. */
 export interface InstanceSources {
@@ -80,6 +81,13 @@ export function installMetrics(app: FastifyInstance, sources: InstanceSources): 
     name: 'turn_duration_seconds', help: 'Time a run of a job took on this instance, outcome written, by kind.',
     labelNames: ['kind'] as const, registers: [registry], buckets: TURN_BUCKETS,
   });
+  // Every series there from the first scrape, at 0: a rate() over a counter that appears at 1 misses that 1.
+  for (const kind of JOB_KINDS) {
+    for (const outcome of RUN_OUTCOMES) runs.inc({ kind, outcome }, 0);
+    resumed.inc({ kind }, 0);
+    queueWait.zero({ kind });
+    runTime.zero({ kind });
+  }
   const stopObserving = sources.observeTurns({
     started({ kind, waitedMs, resumed: again }) {
       if (again) resumed.inc({ kind });

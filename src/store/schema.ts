@@ -103,7 +103,8 @@ export interface TurnsTable {
 }
 
 export type JobStatus = 'queued' | 'running' | 'done' | 'failed';
-export type JobKind = 'message' | 'continuation';
+export const JOB_KINDS = ['message', 'continuation'] as const;
+export type JobKind = typeof JOB_KINDS[number];
 
 export interface JobsTable {
   id: Generated<number>; // FIFO order per agent
