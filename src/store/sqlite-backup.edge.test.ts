@@ -66,7 +66,7 @@ test('restore refuses the database itself (named through a link too) as its own 
   assert.deepEqual(markerOf(real), ['only']);
 });
 
-test('restore refuses a :memory: database, and makes no file', sqliteOnly, async () => {
+test('backup and restore refuse a :memory: database, and make no file', sqliteOnly, async () => {
   const backup = join(dir, 'memory-backup.db');
   await databaseAt(backup, 'x');
   const cwd = process.cwd();
@@ -75,6 +75,7 @@ test('restore refuses a :memory: database, and makes no file', sqliteOnly, async
   process.chdir(here);
   try {
     assert.throws(() => restoreSqlite('sqlite::memory:', backup), /:memory:/);
+    assert.throws(() => backupSqlite('sqlite::memory:', join(here, 'copy.db')), /^Error: DATABASE_URL names a database in memory \(sqlite::memory:\): there is no file to back up$/);
     assert.deepEqual(readdirSync(here), []);
   } finally {
     process.chdir(cwd);

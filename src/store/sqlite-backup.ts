@@ -43,6 +43,7 @@ export function backupSqlite(databaseUrl: string, to: string): void {
     const problem = whyNotADatabaseOfOurs(target);
     if (problem) throw new Error(`the copy written to ${target} does not read back (${problem})`);
     syncToDisk(target);
+    syncFolderOf(target);
   } catch (error) {
     rmSync(target, { force: true });
     throw error;
@@ -117,8 +118,7 @@ export function restoreSqlite(databaseUrl: string, from: string, now = new Date(
     // old file's is empty, checkpointed above).
     for (const suffix of ['-wal', '-shm', '-journal']) rmSync(`${path}${suffix}`, { force: true });
     renameSync(incoming, path); // the database replaced at once, whole
-    // And the renames with it (Windows opens no folder as a file: there NTFS' own journal keeps them).
-    if (process.platform !== 'win32') syncToDisk(dirname(path));
+    syncFolderOf(path); // and the renames with it
     return keptAs;
   } catch (error) {
     if (linked && keptAs) rmSync(keptAs, { force: true }); // the database is still at its path
@@ -131,7 +131,8 @@ export function restoreSqlite(databaseUrl: string, from: string, now = new Date(
 
 function existingDatabase(databaseUrl: string): string {
   const path = sqlitePathOf(databaseUrl);
-  if (path === ':memory:' || !existsSync(path)) throw new Error(`no database at ${resolve(path)} to back up`);
+  if (path === ':memory:') throw new Error('DATABASE_URL names a database in memory (sqlite::memory:): there is no file to back up');
+  if (!existsSync(path)) throw new Error(`no database at ${resolve(path)} to back up`);
   return path;
 }
 
@@ -155,6 +156,12 @@ function whyNotADatabaseOfOurs(file: string): string | null {
   } finally {
     db.close();
   }
+}
+
+/** fsync of the folder holding `file`: its entry (a file made or renamed there) on disk too. */
+function syncFolderOf(file: string): void {
+  // Windows opens no folder as a file; there NTFS' own journal keeps its entries.
+  if (process.platform !== 'win32') syncToDisk(dirname(file));
 }
 
 /** fsync of a file, or of a folder (its entries: what was renamed in it). */

@@ -76,7 +76,6 @@ export async function startFreezableProxy(target: { host: string; port: number }
   };
 }
 
-/** A PostgreSQL URL like `url`, but through 127.0.0.1:`port` (a proxy or a black hole of the test's). */
 /** A FreezableProxy in front of the PostgreSQL server `databaseUrl` names, and that URL through the proxy. */
 export async function proxyInFrontOf(databaseUrl: string): Promise<{ proxy: FreezableProxy; url: string }> {
   const target = new URL(databaseUrl);
@@ -84,6 +83,7 @@ export async function proxyInFrontOf(databaseUrl: string): Promise<{ proxy: Free
   return { proxy, url: throughPort(databaseUrl, proxy.port) };
 }
 
+/** A PostgreSQL URL like `url`, but through 127.0.0.1:`port` (a proxy of the test's). */
 function throughPort(url: string, port: number): string {
   const through = new URL(url);
   through.hostname = '127.0.0.1';
