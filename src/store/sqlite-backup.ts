@@ -1,7 +1,7 @@
-import { closeSync, existsSync, fsyncSync, linkSync, openSync, renameSync, rmSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, fsyncSync, linkSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { isPostgresUrl, makeFolder, sqlitePathOf } from './store.ts';
+import { isPostgresUrl, makeFolder, makePrivateFile, PRIVATE_FILE, sqlitePathOf } from './store.ts';
 import { realPathOf, SqliteServerLock } from './sqlite-server-lock.ts';
 
 /**
@@ -26,7 +26,7 @@ export function backupSqlite(databaseUrl: string, to: string): void {
   // remove when the copy is cut short (a full disk, say): a part left would look like a backup,
   // and the next try would be refused as "already exists".
   try {
-    closeSync(openSync(target, 'wx'));
+    closeSync(openSync(target, 'wx', PRIVATE_FILE)); // a backup holds what the database holds
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw new Error(`${target} already exists: a backup is written to a new file`);
     throw error;
@@ -81,6 +81,9 @@ export function restoreSqlite(databaseUrl: string, from: string, now = new Date(
     // database still in place. VACUUM INTO, not a copy of the file: a backup whose last commits
     // are still in its own write-ahead log (a copy of a stopped server's folder) carries them.
     rmSync(incoming, { force: true }); // (left by a restore cut short; the lock makes it ours)
+    makePrivateFile(incoming);
+    // The mode the operator gave the database it replaces, if any (a group that reads it, say).
+    if (existsSync(path)) chmodSync(incoming, statSync(path).mode & 0o777);
     const source = new DatabaseSync(backup, { readOnly: true, timeout: 5_000 });
     try {
       source.prepare('VACUUM INTO ?').run(incoming);

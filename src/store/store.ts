@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { Kysely, SqliteDialect, sql } from 'kysely';
 import { Migrator, type Migration } from 'kysely/migration';
@@ -136,6 +136,8 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined, for
   let serverLock = forServer && path !== ':memory:' ? SqliteServerLock.acquire(resolve(path)) : null;
   let database;
   try {
+    // SQLite would make it readable by all (0644 less the umask); its -wal and -shm take its mode.
+    if (path !== ':memory:') makePrivateFile(path);
     database = openNodeSqlite(path, synchronous);
   } catch (error) {
     serverLock?.release();
@@ -180,14 +182,31 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined, for
  */
 export function makeFolder(folder: string): void {
   try {
-    mkdirSync(folder);
+    mkdirSync(folder, PRIVATE_FOLDER);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'EEXIST') return;
     const parent = dirname(folder);
     if (code !== 'ENOENT' || parent === folder) throw error;
     makeFolder(parent);
-    mkdirSync(folder); // a parent that takes no children fails here, with its own reason
+    mkdirSync(folder, PRIVATE_FOLDER); // a parent that takes no children fails here, with its own reason
+  }
+}
+
+/**
+ * A database holds password hashes, key digests and the deployment's sealing key (which opens the
+ * cookie that carries a new key's secret): the files and folders made for it are the owner's alone.
+ * (Files and folders that already exist keep the modes an operator gave them.)
+ */
+const PRIVATE_FOLDER = 0o700;
+export const PRIVATE_FILE = 0o600;
+
+/** Makes `path` an empty file only its owner may read, unless a file is there already. */
+export function makePrivateFile(path: string): void {
+  try {
+    closeSync(openSync(path, 'wx', PRIVATE_FILE));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
   }
 }
 
