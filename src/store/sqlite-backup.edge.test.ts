@@ -98,6 +98,22 @@ test('restore from a database whose commits are still in its write-ahead log car
   }
 });
 
+test('a backup from a newer release (a migration this one lacks) is refused before anything changes', sqliteOnly, async () => {
+  const path = join(dir, 'newer-case', 'db.sqlite');
+  mkdirSync(join(dir, 'newer-case'));
+  await databaseAt(path, 'current');
+  const backup = join(dir, 'newer-case', 'from-a-newer-release.db');
+  backupSqlite(`sqlite:${path}`, backup); // then marked as a newer release would have left it
+  const db = new DatabaseSync(backup);
+  db.exec(`insert into kysely_migration (name, timestamp) values ('999_from_a_newer_release', '${new Date().toISOString()}')`);
+  db.close();
+  const before = readdirSync(join(dir, 'newer-case')).sort();
+  assert.throws(() => restoreSqlite(`sqlite:${path}`, backup),
+    /^Error: .*from-a-newer-release\.db cannot be restored by this release: this database was migrated by a newer release of agent-channel \(it records migration 999_from_a_newer_release, /);
+  assert.deepEqual(readdirSync(join(dir, 'newer-case')).sort(), before);
+  assert.deepEqual(markerOf(path), ['current']);
+});
+
 test('restore over a file that is not a database says which file, and changes nothing', sqliteOnly, async () => {
   const folder = join(dir, 'garbage-case');
   mkdirSync(folder);

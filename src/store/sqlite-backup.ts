@@ -1,7 +1,7 @@
 import { chmodSync, closeSync, existsSync, fsyncSync, linkSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { isPostgresUrl, makeFolder, makePrivateFile, PRIVATE_FILE, sqlitePathOf } from './store.ts';
+import { isPostgresUrl, makeFolder, makePrivateFile, PRIVATE_FILE, sqlitePathOf, whyMigrationsUnknownHere } from './store.ts';
 import { realPathOf, SqliteServerLock } from './sqlite-server-lock.ts';
 
 /**
@@ -66,6 +66,9 @@ export function restoreSqlite(databaseUrl: string, from: string, now = new Date(
   }
   const problem = whyNotADatabaseOfOurs(backup);
   if (problem) throw new Error(`${backup} is not a backup of an agent-channel database (${problem}); nothing was changed`);
+  // One this release could not open (a newer release's): refused now, not at the next start.
+  const tooNew = whyMigrationsUnknownHere(migrationsIn(backup));
+  if (tooNew) throw new Error(`${backup} cannot be restored by this release: ${tooNew}`);
   makeFolder(dirname(resolve(named)));
   // The file itself, through any symbolic link to it or to a folder above it: the link is left
   // as it is, and what it points to (what the server reads) is replaced and kept.
@@ -156,6 +159,16 @@ function whyNotADatabaseOfOurs(file: string): string | null {
     return null;
   } catch (error) {
     return (error as Error).message;
+  } finally {
+    db.close();
+  }
+}
+
+/** The migrations an agent-channel database file records. */
+function migrationsIn(file: string): string[] {
+  const db = new DatabaseSync(file, { readOnly: true });
+  try {
+    return db.prepare('select name from kysely_migration').all().map((row) => String(row.name));
   } finally {
     db.close();
   }

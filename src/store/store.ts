@@ -363,16 +363,22 @@ async function refuseMigrationsUnknownHere(dialect: Dialect, db: Kysely<DB>, kno
     : await sql`select 1 from pg_tables where schemaname = current_schema() and tablename = 'kysely_migration'`.execute(db);
   if (table.rows.length === 0) return; // a new database
   const { rows } = await sql<{ name: string }>`select name from kysely_migration`.execute(db);
-  const unknown = rows.map((row) => row.name).filter((name) => !known.includes(name)).sort();
-  if (unknown.length === 0) return;
+  const why = whyMigrationsUnknownHere(rows.map((row) => row.name), known);
+  if (why) throw new Error(why);
+}
+
+/** Why this release may not open a database that records the migrations `recorded` (null: it may). */
+export function whyMigrationsUnknownHere(recorded: string[], known: string[] = Object.keys(migrationsFor('sqlite'))): string | null {
+  const unknown = recorded.filter((name) => !known.includes(name)).sort();
+  if (unknown.length === 0) return null;
   const latestHere = known.at(-1)!;
   const names = unknown.join(', ');
   if (unknown.every((name) => name > latestHere)) {
-    throw new Error(`this database was migrated by a newer release of agent-channel (it records migration ${names}, which this release, `
-      + `at ${latestHere}, does not have); nothing was changed. Run that release or a later one, or restore a backup taken before the upgrade`);
+    return `this database was migrated by a newer release of agent-channel (it records migration ${names}, which this release, `
+      + `at ${latestHere}, does not have); nothing was changed. Run that release or a later one, or restore a backup taken before the upgrade`;
   }
-  throw new Error(`this database records migrations this release of agent-channel does not have (${names}; this release is at ${latestHere}): `
-    + 'another build migrated it; nothing was changed. Run the build that migrated it, or restore a backup');
+  return `this database records migrations this release of agent-channel does not have (${names}; this release is at ${latestHere}): `
+    + 'another build migrated it; nothing was changed. Run the build that migrated it, or restore a backup';
 }
 
 /** Is this a unique-constraint violation, in either dialect? */
