@@ -37,6 +37,8 @@ const failures: Array<[string, string[], RegExp]> = [
   ['extra words after a command', ['keys', 'list', 'now', '--email', 'someone@example.test'], /unknown command "keys list now"/],
   ['a flag given twice', ['keys', 'list', '--email', 'someone@example.test', '--email', 'other@example.test'], /^agent-channel: --email is given twice\n/],
   ['a flag of another command', ['keys', 'list', '--email', 'someone@example.test', '--label', 'laptop'], /^agent-channel: keys list takes no --label \(it takes --email\)\n/],
+  ['words after version', ['version', 'extra'], /^agent-channel: version takes nothing after it\n/],
+  ['a flag after help', ['help', '--email', 'someone@example.test'], /^agent-channel: help takes nothing after it\n/],
   ['a flag given to serve', ['serve', '--email', 'someone@example.test'], /^agent-channel: serve takes no flags \(got --email\)\n/],
   ['a label with a line break', ['keys', 'create', '--email', 'someone@example.test', '--label', 'one\ntwo'], /control characters/],
 ];

@@ -211,11 +211,15 @@ export async function run(argv: string[]): Promise<number> {
       tokens: true,
     });
     const { help, version, ...values } = parsed.values;
-    if (help || parsed.positionals[0] === 'help') {
+    const [first, ...after] = parsed.positionals;
+    if ((first === 'help' || first === 'version') && (after.length > 0 || Object.keys(values).length > 0)) {
+      throw new UsageError(`${first} takes nothing after it`);
+    }
+    if (help || first === 'help') {
       process.stdout.write(`${USAGE}\n`);
       return 0;
     }
-    if (version || parsed.positionals[0] === 'version') {
+    if (version || first === 'version') {
       const { version: release } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
       process.stdout.write(`agent-channel ${release}\n`);
       return 0;
