@@ -20,7 +20,7 @@ after(async () => { await database.drop(); });
 
 const failures: Array<[string, string[], RegExp]> = [
   ['an unknown command', ['frobnicate', 'now'], /unknown command/],
-  ['an unknown flag', ['users', 'create', '--email', 'x@example.test', '--password', 'correct horse', '--colour', 'red'], /colour/],
+  ['an unknown flag', ['users', 'create', '--email', 'x@example.test', '--password', 'correct horse', '--colour', 'red'], /^agent-channel: unknown flag --colour\n/],
   ['a missing required flag', ['keys', 'create', '--email', 'someone@example.test'], /--label is required/],
   ['an invalid email', ['users', 'create', '--email', 'not-an-email', '--password', 'correct horse'], /email/],
   ['an email already registered', ['users', 'create', '--email', 'someone@example.test', '--password', 'correct horse'], /already registered/],
@@ -40,6 +40,7 @@ const failures: Array<[string, string[], RegExp]> = [
   ['words after version', ['version', 'extra'], /^agent-channel: version takes nothing after it\n/],
   ['a flag after help', ['help', '--email', 'someone@example.test'], /^agent-channel: help takes nothing after it\n/],
   ['a flag given to serve', ['serve', '--email', 'someone@example.test'], /^agent-channel: serve takes no flags \(got --email\)\n/],
+  ['a flag no command takes given to serve', ['serve', '--port', '9000'], /^agent-channel: serve takes no flags \(got --port\)\n[^]*PORT=9000 agent-channel serve/],
   ['a label with a line break', ['keys', 'create', '--email', 'someone@example.test', '--label', 'one\ntwo'], /control characters/],
 ];
 

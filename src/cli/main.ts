@@ -54,6 +54,18 @@ function optionalInt(flags: Flags, name: string): number | undefined {
 class UsageError extends Error {}
 
 /**
+ * parseArgs' own words for a flag no command takes advise `-- "--port"`, a positional argument,
+ * which no command takes either: name the flag instead (for `serve`, as a flag it knows is named).
+ */
+function describeParseError(error: NodeJS.ErrnoException, argv: readonly string[]): string {
+  const unknown = error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? /^Unknown option '([^']+)'/.exec(error.message) : null;
+  if (!unknown) return error.message;
+  const flag = unknown[1]!.split('=')[0]!;
+  if (argv[0] === 'serve') return `serve takes no flags (got ${flag})`; // (the usage that follows says where its settings are)
+  return `unknown flag ${flag}`;
+}
+
+/**
  * A key's id as `keys list` prints it. `ak_<keyId>` and the whole key `ak_<keyId>_<secret>` name
  * the same key (a key id is base62, never `_`), so either is taken too.
  */
@@ -234,7 +246,7 @@ export async function run(argv: string[]): Promise<number> {
     flags = values as Flags;
     words = parsed.positionals;
   } catch (error) {
-    return fail((error as Error).message, 2);
+    return fail(describeParseError(error as NodeJS.ErrnoException, argv), 2);
   }
   if (words.length === 0 || (words[0] === 'serve' && words.length === 1)) {
     const extra = Object.keys(flags)[0];
