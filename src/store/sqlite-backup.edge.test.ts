@@ -9,6 +9,7 @@ import { after, before, test } from 'node:test';
 import { CLI_PATH } from '../testing/cli.ts';
 import { TEST_DB } from '../testing/harness.ts';
 import { backupSqlite, restoreSqlite } from './sqlite-backup.ts';
+import { SqliteServerLock } from './sqlite-server-lock.ts';
 import { openStore } from './store.ts';
 
 /**
@@ -177,4 +178,21 @@ test('backup then restore, plainly, still works in process', sqliteOnly, async (
   assert.deepEqual(markerOf(path), ['one']);
   assert.deepEqual(markerOf(keptAs!), ['two']);
   assert.deepEqual(readdirSync(join(dir, 'plain')).filter((n) => !n.startsWith('db.sqlite.replaced-')).sort(), ['db.sqlite', 'db.sqlite.lock']);
+});
+
+test('restore refused while a server holds the database says to stop it, and changes nothing', sqliteOnly, async () => {
+  const path = join(dir, 'served', 'db.sqlite');
+  mkdirSync(join(dir, 'served'));
+  await databaseAt(path, 'serving');
+  const backup = join(dir, 'served-backup.db');
+  await databaseAt(backup, 'backup');
+  const server = SqliteServerLock.acquire(path); // what a running server holds
+  try {
+    assert.throws(() => restoreSqlite(`sqlite:${path}`, backup),
+      { message: `an agent-channel server is running on ${path}: stop it, then restore; nothing was changed` });
+  } finally {
+    server.release();
+  }
+  assert.deepEqual(markerOf(path), ['serving']);
+  assert.deepEqual(readdirSync(join(dir, 'served')).filter((n) => /replaced|restoring/.test(n)), [], 'nothing kept or left half-made');
 });

@@ -2,6 +2,7 @@ import { chmodSync, closeSync, existsSync, fsyncSync, linkSync, openSync, rename
 import { basename, dirname, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { isPostgresUrl, makeFolder, makePrivateFile, PRIVATE_FILE, sqlitePathOf, whyMigrationsUnknownHere } from './store.ts';
+import { isSqliteBusy } from './node-sqlite-adapter.ts';
 import { realPathOf, SqliteServerLock } from './sqlite-server-lock.ts';
 
 /**
@@ -75,7 +76,7 @@ export function restoreSqlite(databaseUrl: string, from: string, now = new Date(
   const path = realPathOf(resolve(named));
   // Held throughout: no server starts on the file while it is being replaced. A server running
   // now makes this fail, with the reason, before anything is touched.
-  const lock = SqliteServerLock.acquire(path);
+  const lock = lockForRestore(path);
   const incoming = `${path}.restoring`;
   let keptAs: string | null = null;
   let linked = false;
@@ -132,6 +133,16 @@ export function restoreSqlite(databaseUrl: string, from: string, now = new Date(
   } finally {
     rmSync(incoming, { force: true }); // (gone already when all went well)
     lock.release();
+  }
+}
+
+/** The server lock, for a restore: held by a server, the operator is told to stop it (not to move to PostgreSQL). */
+function lockForRestore(path: string): SqliteServerLock {
+  try {
+    return SqliteServerLock.acquire(path);
+  } catch (error) {
+    if (!isSqliteBusy((error as Error).cause)) throw error;
+    throw new Error(`an agent-channel server is running on ${path}: stop it, then restore; nothing was changed`, { cause: error });
   }
 }
 
