@@ -196,3 +196,13 @@ test('restore refused while a server holds the database says to stop it, and cha
   assert.deepEqual(markerOf(path), ['serving']);
   assert.deepEqual(readdirSync(join(dir, 'served')).filter((n) => /replaced|restoring/.test(n)), [], 'nothing kept or left half-made');
 });
+
+test('restore from a folder says it is a folder, and changes nothing', sqliteOnly, async () => {
+  const path = join(dir, 'folder-case', 'db.sqlite');
+  mkdirSync(join(dir, 'folder-case', 'backups'), { recursive: true });
+  await databaseAt(path, 'kept');
+  const folder = join(dir, 'folder-case', 'backups');
+  assert.throws(() => restoreSqlite(`sqlite:${path}`, folder),
+    { message: `${folder} is a folder, not a backup: name the backup file in it; nothing was changed` });
+  assert.deepEqual(markerOf(path), ['kept']);
+});

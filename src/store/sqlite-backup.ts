@@ -62,6 +62,8 @@ export function restoreSqlite(databaseUrl: string, from: string, now = new Date(
   if (named === ':memory:') throw new Error('DATABASE_URL names a database in memory (sqlite::memory:): there is no file to restore into');
   const backup = resolve(from);
   if (!existsSync(backup)) throw new Error(`no backup at ${backup}`);
+  // (SQLite would call it a "disk I/O error".)
+  if (statSync(backup).isDirectory()) throw new Error(`${backup} is a folder, not a backup: name the backup file in it; nothing was changed`);
   if (existsSync(named) && realPathOf(backup) === realPathOf(resolve(named))) {
     throw new Error(`${backup} is the database itself, not a backup of it; nothing was changed`);
   }
