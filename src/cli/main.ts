@@ -173,6 +173,14 @@ const COMMANDS: Record<string, Command> = {
       }
     },
   },
+  'workspaces add-member': {
+    flags: ['workspace', 'email', 'role'],
+    async run(s, f) {
+      const role = required(f, 'role');
+      if (role !== 'member' && role !== 'admin') throw new UsageError('--role must be member or admin');
+      await s.accounts.addMember({ workspaceId: required(f, 'workspace'), email: required(f, 'email'), role });
+    },
+  },
   backup: {
     flags: ['to'],
     onFiles: true,
@@ -186,14 +194,6 @@ const COMMANDS: Record<string, Command> = {
     async run(config, f, out) {
       const keptAs = restoreSqlite(config.databaseUrl, required(f, 'from'));
       if (keptAs) out(keptAs);
-    },
-  },
-  'workspaces add-member': {
-    flags: ['workspace', 'email', 'role'],
-    async run(s, f) {
-      const role = required(f, 'role');
-      if (role !== 'member' && role !== 'admin') throw new UsageError('--role must be member or admin');
-      await s.accounts.addMember({ workspaceId: required(f, 'workspace'), email: required(f, 'email'), role });
     },
   },
 };
