@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { API, databaseEnv, freshDatabase, seedAccount, type TestDatabase } from './testing/harness.ts';
 import { startServerProcess, type ServerProcess } from './testing/server-process.ts';
 
@@ -75,4 +76,25 @@ test('a client that hangs up while waiting for its reply gets a log line of its 
   assert.equal(line.url, `${API}/messages`);
   assert.match(line.reqId, /^[0-9a-f-]{36}$/);
   assert.ok(!server.output().includes(key.split('_')[2]!), 'no secret in the log');
+});
+
+test('a request the HTTP parser refuses (no route sees it) gets a log line too, found by the id it was answered with', async () => {
+  const { hostname, port } = new URL(server.url);
+  const answer = await new Promise<string>((resolve, reject) => {
+    let received = '';
+    const socket = connect(Number(port), hostname, () => socket.write(`POST ${API}/messages HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n`));
+    socket.on('data', (chunk) => { received += chunk; }).on('close', () => resolve(received)).on('error', reject);
+  });
+  assert.match(answer, /^HTTP\/1\.1 400 /);
+  const requestId = /^X-Request-Id: (\S+)\r$/m.exec(answer)?.[1];
+  assert.ok(requestId, answer);
+  const deadline = Date.now() + 5_000;
+  const lineOf = () => server.output().split('\n').find((l) => l.includes(requestId));
+  while (!lineOf() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+  const line = JSON.parse(lineOf() ?? 'null');
+  assert.ok(line, 'a line names the request');
+  assert.equal(line.level, 30, 'at info, where the access log is');
+  assert.equal(line.status, 400);
+  assert.equal(line.code, 'HPE_INVALID_CONTENT_LENGTH');
+  assert.equal(line.msg, 'request refused by the HTTP parser');
 });

@@ -56,7 +56,9 @@ export function clientErrorProblem(this: FastifyInstance, error: NodeJS.ErrnoExc
       ? new Problem('request_timeout', 'The request did not arrive in time.')
       : new Problem('malformed_request', 'The request is not valid HTTP/1.1.');
   const requestId = randomUUID();
-  this.log.debug({ requestId, code: error.code }, 'refused by the HTTP parser');
+  // A line of its own, as every answered request has (no route's access log sees this one): the id
+  // the client got finds it.
+  this.log.info({ reqId: requestId, status: problem.status, code: error.code }, 'request refused by the HTTP parser');
   const body = JSON.stringify(problemBody(problem, requestId));
   if (socket.writable) {
     socket.write(`HTTP/1.1 ${problem.status} ${problem.title}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}; charset=utf-8\r\n`
