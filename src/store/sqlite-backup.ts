@@ -1,7 +1,8 @@
 import { chmodSync, closeSync, existsSync, fsyncSync, linkSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { isPostgresUrl, makeFolder, makePrivateFile, PRIVATE_FILE, sqlitePathOf, whyMigrationsUnknownHere } from './store.ts';
+import { isPostgresUrl, sqlitePathOf, whyMigrationsUnknownHere } from './store.ts';
+import { makeFolder, makePrivateFile, PRIVATE_FILE } from './private-files.ts';
 import { isSqliteBusy } from './node-sqlite-adapter.ts';
 import { realPathOf, SqliteServerLock } from './sqlite-server-lock.ts';
 

@@ -2,6 +2,7 @@ import { realpathSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { isSqliteBusy } from './node-sqlite-adapter.ts';
+import { makePrivateFile } from './private-files.ts';
 
 /**
  * One server per SQLite file. At start a server treats every job marked running as cut off by a
@@ -22,7 +23,11 @@ export class SqliteServerLock {
   }
 
   static acquire(databasePath: string): SqliteServerLock {
-    const connection = new DatabaseSync(`${realPathOf(databasePath)}.lock`, { timeout: 0 });
+    const lockFile = `${realPathOf(databasePath)}.lock`;
+    // Not SQLite's 0644: a local user who could read it could hold a shared lock on it, and keep
+    // every server from starting (its -journal takes its mode).
+    makePrivateFile(lockFile);
+    const connection = new DatabaseSync(lockFile, { timeout: 0 });
     try {
       connection.exec('BEGIN EXCLUSIVE');
     } catch (error) {

@@ -56,3 +56,20 @@ test('a new database, its folder, its log and a backup of it are the owner\'s al
     process.umask(previous);
   }
 });
+
+test('the server\'s lock file beside the database is the owner\'s alone: a reader could keep every server from starting', { skip }, async () => {
+  const previous = process.umask(0o022);
+  try {
+    const path = join(dir, 'locked.db');
+    const store = await openStore(`sqlite:${path}`, { forServer: true });
+    try {
+      assert.equal(modeOf(`${path}.lock`), 0o600, 'the lock');
+      // Its journal, open while the lock is held, takes the lock file's mode.
+      if (existsSync(`${path}.lock-journal`)) assert.equal(modeOf(`${path}.lock-journal`), 0o600, 'the lock\'s journal');
+    } finally {
+      await store.close();
+    }
+  } finally {
+    process.umask(previous);
+  }
+});

@@ -1,4 +1,3 @@
-import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { Kysely, SqliteDialect, sql } from 'kysely';
 import { Migrator, type Migration } from 'kysely/migration';
@@ -12,6 +11,7 @@ import {
 import { runPreparedDirectly } from './prepared.ts';
 import { DatabaseAnchoredClock, systemClock, type SharedClock } from './shared-clock.ts';
 import { SqliteCheckpointer } from './sqlite-checkpointer.ts';
+import { makeFolder, makePrivateFile } from './private-files.ts';
 import { SqliteServerLock } from './sqlite-server-lock.ts';
 import * as m001 from './migrations/001_initial.ts';
 import * as m002RateLimits from './migrations/002_rate_limits.ts';
@@ -173,41 +173,6 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined, for
       serverLock?.release();
     },
   };
-}
-
-/**
- * Creates a folder and the folders above it that are missing. Not `mkdirSync(…, { recursive: true })`:
- * in Node 24 it loops for ever where a parent exists but refuses children (under /proc, say), so a
- * mistyped DATABASE_URL hung the server instead of stopping it with the reason.
- */
-export function makeFolder(folder: string): void {
-  try {
-    mkdirSync(folder, PRIVATE_FOLDER);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'EEXIST') return;
-    const parent = dirname(folder);
-    if (code !== 'ENOENT' || parent === folder) throw error;
-    makeFolder(parent);
-    mkdirSync(folder, PRIVATE_FOLDER); // a parent that takes no children fails here, with its own reason
-  }
-}
-
-/**
- * A database holds password hashes, key digests and the deployment's sealing key (which opens the
- * cookie that carries a new key's secret): the files and folders made for it are the owner's alone.
- * (Files and folders that already exist keep the modes an operator gave them.)
- */
-const PRIVATE_FOLDER = 0o700;
-export const PRIVATE_FILE = 0o600;
-
-/** Makes `path` an empty file only its owner may read, unless a file is there already. */
-export function makePrivateFile(path: string): void {
-  try {
-    closeSync(openSync(path, 'wx', PRIVATE_FILE));
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-  }
 }
 
 /** `?schema=name` on a postgres URL selects (and creates) a schema other than public. */
