@@ -1,4 +1,4 @@
-import { chmodSync, closeSync, existsSync, fsyncSync, linkSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, existsSync, fsyncSync, linkSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { isPostgresUrl, sqlitePathOf, whyMigrationsUnknownHere } from './store.ts';
@@ -89,8 +89,14 @@ export function restoreSqlite(databaseUrl: string, from: string, now = new Date(
     // are still in its own write-ahead log (a copy of a stopped server's folder) carries them.
     rmSync(incoming, { force: true }); // (left by a restore cut short; the lock makes it ours)
     makePrivateFile(incoming);
-    // The mode the operator gave the database it replaces, if any (a group that reads it, say).
-    if (existsSync(path)) chmodSync(incoming, statSync(path).mode & 0o777);
+    // The mode the operator gave the database it replaces, if any (a group that reads it, say);
+    // and, run as root (sudo) on a service's database, its owner: a root-owned 0600 file is one
+    // the service could not open at its next start.
+    if (existsSync(path)) {
+      const { mode, uid, gid } = statSync(path);
+      chmodSync(incoming, mode & 0o777);
+      if (process.getuid?.() === 0) chownSync(incoming, uid, gid);
+    }
     const source = new DatabaseSync(backup, { readOnly: true, timeout: 5_000 });
     try {
       source.prepare('VACUUM INTO ?').run(incoming);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -72,4 +72,15 @@ test('the server\'s lock file beside the database is the owner\'s alone: a reade
   } finally {
     process.umask(previous);
   }
+});
+
+test('restored by root (sudo) over a service\'s database, the file stays the service\'s, which could not open it otherwise', { skip: skip || (process.getuid?.() !== 0 && 'needs root') }, async () => {
+  const path = join(dir, 'service', 'db.sqlite');
+  await (await openStore(`sqlite:${path}`)).close();
+  const backup = join(dir, 'service-backup.db');
+  backupSqlite(`sqlite:${path}`, backup);
+  chownSync(path, 65534, 65534); // the service's own user (nobody, here)
+  restoreSqlite(`sqlite:${path}`, backup);
+  const { uid, gid } = statSync(path);
+  assert.deepEqual([uid, gid, modeOf(path)], [65534, 65534, 0o600]);
 });
