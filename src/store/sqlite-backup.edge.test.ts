@@ -189,7 +189,7 @@ test('restore refused while a server holds the database says to stop it, and cha
   const server = SqliteServerLock.acquire(path); // what a running server holds
   try {
     assert.throws(() => restoreSqlite(`sqlite:${path}`, backup),
-      { message: `an agent-channel server is running on ${path}: stop it, then restore; nothing was changed` });
+      { message: `an agent-channel server (or another restore) is running on ${path}: stop it, then restore; nothing was changed` });
   } finally {
     server.release();
   }

@@ -89,19 +89,20 @@ export function restoreSqlite(databaseUrl: string, from: string, now = new Date(
     // are still in its own write-ahead log (a copy of a stopped server's folder) carries them.
     rmSync(incoming, { force: true }); // (left by a restore cut short; the lock makes it ours)
     makePrivateFile(incoming);
-    // The mode the operator gave the database it replaces, if any (a group that reads it, say);
-    // and, run as root (sudo) on a service's database, its owner: a root-owned 0600 file is one
-    // the service could not open at its next start.
-    if (existsSync(path)) {
-      const { mode, uid, gid } = statSync(path);
-      chmodSync(incoming, mode & 0o777);
-      if (process.getuid?.() === 0) chownSync(incoming, uid, gid);
-    }
     const source = new DatabaseSync(backup, { readOnly: true, timeout: 5_000 });
     try {
       source.prepare('VACUUM INTO ?').run(incoming);
     } finally {
       source.close();
+    }
+    // The mode the operator gave the database it replaces, if any (a group that reads it, say);
+    // and, run as root (sudo) on a service's database, its owner: a root-owned 0600 file is one
+    // the service could not open at its next start. (After the copy: a mode without the owner's
+    // write, 0440 say, would have refused it.)
+    if (existsSync(path)) {
+      const { mode, uid, gid } = statSync(path);
+      chmodSync(incoming, mode & 0o777);
+      if (process.getuid?.() === 0) chownSync(incoming, uid, gid);
     }
     syncToDisk(incoming);
     if (existsSync(path)) {
@@ -151,7 +152,7 @@ function lockForRestore(path: string): SqliteServerLock {
     return SqliteServerLock.acquire(path);
   } catch (error) {
     if (!isSqliteBusy((error as Error).cause)) throw error;
-    throw new Error(`an agent-channel server is running on ${path}: stop it, then restore; nothing was changed`, { cause: error });
+    throw new Error(`an agent-channel server (or another restore) is running on ${path}: stop it, then restore; nothing was changed`, { cause: error });
   }
 }
 
