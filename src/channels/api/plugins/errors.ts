@@ -58,7 +58,9 @@ export function clientErrorProblem(this: FastifyInstance, error: NodeJS.ErrnoExc
   const requestId = randomUUID();
   // A line of its own, as every answered request has (no route's access log sees this one): the id
   // the client got finds it.
-  this.log.info({ reqId: requestId, status: problem.status, code: error.code }, 'request refused by the HTTP parser');
+  // (With the answer unsent, the client gone, the line says so.)
+  this.log.info({ reqId: requestId, status: problem.status, code: error.code, ...(socket.writable ? {} : { answered: false }) },
+    'request refused by the HTTP parser');
   const body = JSON.stringify(problemBody(problem, requestId));
   if (socket.writable) {
     socket.write(`HTTP/1.1 ${problem.status} ${problem.title}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}; charset=utf-8\r\n`
