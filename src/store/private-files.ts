@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { closeSync, existsSync, lstatSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 /**
@@ -34,5 +34,8 @@ export function makePrivateFile(path: string): void {
     closeSync(openSync(path, 'wx', PRIVATE_FILE));
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    // A symbolic link to a file not made yet ('wx' refuses any link): made through the link, here,
+    // rather than by SQLite, with its mode for all.
+    if (lstatSync(path).isSymbolicLink() && !existsSync(path)) closeSync(openSync(path, 'a', PRIVATE_FILE));
   }
 }
