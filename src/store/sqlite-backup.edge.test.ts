@@ -31,6 +31,13 @@ async function databaseAt(path: string, marker: string): Promise<void> {
   db.close();
 }
 
+/** `db.sqlite` as databaseAt makes it, in a folder of its own (`name`; openStore makes the folder). */
+async function databaseIn(name: string, marker: string): Promise<string> {
+  const path = join(dir, name, 'db.sqlite');
+  await databaseAt(path, marker);
+  return path;
+}
+
 function markerOf(path: string): string[] {
   const db = new DatabaseSync(path, { readOnly: true });
   try {
@@ -100,9 +107,7 @@ test('restore from a database whose commits are still in its write-ahead log car
 });
 
 test('a backup from a newer release (a migration this one lacks) is refused before anything changes', sqliteOnly, async () => {
-  const path = join(dir, 'newer-case', 'db.sqlite');
-  mkdirSync(join(dir, 'newer-case'));
-  await databaseAt(path, 'current');
+  const path = await databaseIn('newer-case', 'current');
   const backup = join(dir, 'newer-case', 'from-a-newer-release.db');
   backupSqlite(`sqlite:${path}`, backup); // then marked as a newer release would have left it
   const db = new DatabaseSync(backup);
@@ -131,9 +136,7 @@ test('restore over a file that is not a database says which file, and changes no
 });
 
 test('a restore whose last step fails leaves the database it was replacing in place', sqliteOnly, async () => {
-  const path = join(dir, 'interrupted', 'db.sqlite');
-  mkdirSync(join(dir, 'interrupted'));
-  await databaseAt(path, 'old');
+  const path = await databaseIn('interrupted', 'old');
   const backup = join(dir, 'interrupted-backup.db');
   await databaseAt(backup, 'new');
   const renameSync = fs.renameSync;
@@ -168,9 +171,7 @@ test('a backup cut short (the disk full) leaves no file where it was going', { .
 });
 
 test('backup then restore, plainly, still works in process', sqliteOnly, async () => {
-  const path = join(dir, 'plain', 'db.sqlite');
-  mkdirSync(join(dir, 'plain'));
-  await databaseAt(path, 'one');
+  const path = await databaseIn('plain', 'one');
   const backup = join(dir, 'plain-backup.db');
   backupSqlite(`sqlite:${path}`, backup);
   await databaseAt(path, 'two');
@@ -181,9 +182,7 @@ test('backup then restore, plainly, still works in process', sqliteOnly, async (
 });
 
 test('restore refused while a server holds the database says to stop it, and changes nothing', sqliteOnly, async () => {
-  const path = join(dir, 'served', 'db.sqlite');
-  mkdirSync(join(dir, 'served'));
-  await databaseAt(path, 'serving');
+  const path = await databaseIn('served', 'serving');
   const backup = join(dir, 'served-backup.db');
   await databaseAt(backup, 'backup');
   const server = SqliteServerLock.acquire(path); // what a running server holds
@@ -198,10 +197,9 @@ test('restore refused while a server holds the database says to stop it, and cha
 });
 
 test('restore from a folder says it is a folder, and changes nothing', sqliteOnly, async () => {
-  const path = join(dir, 'folder-case', 'db.sqlite');
-  mkdirSync(join(dir, 'folder-case', 'backups'), { recursive: true });
-  await databaseAt(path, 'kept');
+  const path = await databaseIn('folder-case', 'kept');
   const folder = join(dir, 'folder-case', 'backups');
+  mkdirSync(folder);
   assert.throws(() => restoreSqlite(`sqlite:${path}`, folder),
     { message: `${folder} is a folder, not a backup: name the backup file in it; nothing was changed` });
   assert.deepEqual(markerOf(path), ['kept']);
