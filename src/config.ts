@@ -1,7 +1,9 @@
 import proxyAddr from '@fastify/proxy-addr';
-import { isRateLimitStore, POSTGRES_LIMITER_NEEDS_POSTGRES, RATE_LIMIT_STORES, type RateLimitStore } from './ratelimit/select.ts';
+import { resolve } from 'node:path';
+import { shownUrl } from './domain/shown-url.ts';
+import { isRateLimitStore, POSTGRES_LIMITER_NEEDS_POSTGRES, RATE_LIMIT_STORES, resolvedRateLimitStore, type RateLimitStore } from './ratelimit/select.ts';
 import { SQLITE_SYNCHRONOUS_MODES, type SqliteSynchronous } from './store/node-sqlite-adapter.ts';
-import { DEFAULT_DATABASE_URL, isPostgresUrl } from './store/store.ts';
+import { DEFAULT_DATABASE_URL, isPostgresUrl, sqlitePathOf } from './store/store.ts';
 
 /** Every server setting, read from the environment once. README lists each of them. */
 export interface Config {
@@ -140,5 +142,29 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webSessionIdleMinutes: int(env, 'WEB_SESSION_IDLE_MINUTES', 120, 1, 60 * 24 * 30),
     trustProxy: parseTrustProxy(env.TRUST_PROXY),
     instanceId: env.INSTANCE_ID || `${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
+  };
+}
+
+/**
+ * What the server's start-up line says of its settings: the ones that decide where data goes
+ * and how work runs, secrets left out (URLs through shownUrl), so that an operator reading the
+ * log knows what this process is doing without reading its environment.
+ */
+export function settingsForLog(config: Config): Record<string, unknown> {
+  const onPostgres = isPostgresUrl(config.databaseUrl);
+  const rateLimitStore = resolvedRateLimitStore(config.rateLimitStore, onPostgres);
+  const path = onPostgres ? null : sqlitePathOf(config.databaseUrl);
+  return {
+    database: onPostgres ? shownUrl(config.databaseUrl) : `sqlite:${path === ':memory:' ? path : resolve(path!)}`,
+    ...(onPostgres ? { pgPoolSize: config.pgPoolSize } : { sqliteSynchronous: config.sqliteSynchronous }),
+    rateLimitStore,
+    ...(rateLimitStore === 'redis' ? { redis: shownUrl(config.redisUrl) } : {}),
+    waitCeilingMs: config.waitCeilingMs,
+    duplicateWindowMs: config.duplicateWindowMs,
+    agentConcurrency: config.agentConcurrency,
+    runnerConcurrency: config.runnerConcurrency,
+    shutdownGraceMs: config.shutdownGraceMs,
+    trustProxy: config.trustProxy,
+    instanceId: config.instanceId,
   };
 }

@@ -1,6 +1,7 @@
 import { createServer } from 'node:net';
 import { buildApp, serverLog } from './app.ts';
-import { loadConfig, type Config } from './config.ts';
+import { loadConfig, settingsForLog, type Config } from './config.ts';
+import { RELEASE } from './release.ts';
 import { createRuntime } from './runtime.ts';
 import { isStoreUnavailable, storeOutageFields } from './store/unavailable.ts';
 
@@ -60,6 +61,7 @@ export async function serve(): Promise<void> {
     throw cannotListen(config, error);
   }
   await runtime.startEngine();
+  log.info({ release: RELEASE, node: process.versions.node, ...settingsForLog(config) }, `agent-channel ${RELEASE} serving`);
 }
 
 /**

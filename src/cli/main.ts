@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { loadConfig, type Config } from '../config.ts';
 import { parseApiKey } from '../domain/api-key.ts';
 import { Problem } from '../domain/problems.ts';
+import { RELEASE } from '../release.ts';
 import { createRuntime } from '../runtime.ts';
 import { backupSqlite, restoreSqlite } from '../store/sqlite-backup.ts';
 import type { Services } from '../services/services.ts';
@@ -232,8 +232,7 @@ export async function run(argv: string[]): Promise<number> {
       return 0;
     }
     if (version || first === 'version') {
-      const { version: release } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
-      process.stdout.write(`agent-channel ${release}\n`);
+      process.stdout.write(`agent-channel ${RELEASE}\n`);
       return 0;
     }
     // parseArgs keeps a repeated flag's last value: a slip (which email was meant?), not a choice.

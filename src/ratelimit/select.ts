@@ -12,6 +12,11 @@ export const isRateLimitStore = (value: string): value is RateLimitStore => (RAT
 
 export const POSTGRES_LIMITER_NEEDS_POSTGRES = 'RATE_LIMIT_STORE=postgres needs a PostgreSQL DATABASE_URL (postgres://…)';
 
+/** The store a RATE_LIMIT_STORE choice means on this database: `auto` follows it. */
+export function resolvedRateLimitStore(choice: RateLimitStore, onPostgres: boolean): Exclude<RateLimitStore, 'auto'> {
+  return choice === 'auto' ? (onPostgres ? 'postgres' : 'memory') : choice;
+}
+
 /**
  * The limiter an instance uses. Unset, it follows the database: in memory on SQLite (one server
  * per file), in PostgreSQL on PostgreSQL (shared by every instance). `memory` on several
@@ -20,8 +25,7 @@ export const POSTGRES_LIMITER_NEEDS_POSTGRES = 'RATE_LIMIT_STORE=postgres needs 
 export function createRateLimiter(
   choice: RateLimitStore, store: Store, redisUrl: string, onStoreError: (error: unknown) => void = () => {},
 ): RateLimiter {
-  const resolved = choice === 'auto' ? (store.dialect === 'postgres' ? 'postgres' : 'memory') : choice;
-  switch (resolved) {
+  switch (resolvedRateLimitStore(choice, store.dialect === 'postgres')) {
     case 'memory':
       return new MemoryRateLimiter();
     case 'redis':

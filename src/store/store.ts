@@ -13,6 +13,7 @@ import { DatabaseAnchoredClock, systemClock, type SharedClock } from './shared-c
 import { SqliteCheckpointer } from './sqlite-checkpointer.ts';
 import { makeFolder, makePrivateFile } from './private-files.ts';
 import { SqliteServerLock } from './sqlite-server-lock.ts';
+import { shownUrl } from '../domain/shown-url.ts';
 import * as m001 from './migrations/001_initial.ts';
 import * as m002RateLimits from './migrations/002_rate_limits.ts';
 import * as m003InstanceSecrets from './migrations/003_instance_secrets.ts';
@@ -186,12 +187,10 @@ export function splitSchemaParam(url: string): { url: string; schema: string | n
 /**
  * PostgreSQL out of reach at start, said with the setting to look at: pg's own words
  * ("connect ECONNREFUSED 127.0.0.1:1", `role "x" does not exist`) do not name it. The URL is
- * shown without its password.
+ * shown without its secrets (shownUrl).
  */
 export function cannotConnectToPostgres(databaseUrl: string, error: unknown): Error {
-  const shown = new URL(databaseUrl);
-  if (shown.password) shown.password = '***';
-  return new Error(`cannot connect to the PostgreSQL database at DATABASE_URL ${shown}: ${(error as Error).message}`, { cause: error });
+  return new Error(`cannot connect to the PostgreSQL database at DATABASE_URL ${shownUrl(databaseUrl)}: ${(error as Error).message}`, { cause: error });
 }
 
 async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<Store> {
