@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { API, startTestApp, type TestApp } from './testing/harness.ts';
@@ -49,6 +50,12 @@ test('/metrics counts requests by route and status and has a latency histogram',
   assert.match(res.body, /# TYPE http_request_duration_seconds histogram/);
   assert.ok(sample(res.body, 'http_request_duration_seconds_count', route) >= 4);
   assert.match(res.body, new RegExp(`http_request_duration_seconds_bucket\\{le="0.005",method="GET",route="${API}/agents"\\}`));
+});
+
+test('/metrics names the release and the Node.js version the instance runs', async () => {
+  const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  const metrics = (await t.inject({ method: 'GET', url: '/metrics' })).body;
+  assert.equal(sample(metrics, 'agent_channel_build_info', { version, node: process.versions.node }), 1);
 });
 
 test('/metrics labels unknown routes as one series, not one per URL', async () => {

@@ -3,6 +3,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { OpenJobCounts } from '../engine/queue-sql.ts';
 import { JOB_KINDS } from '../store/schema.ts';
 import { RUN_OUTCOMES, type TurnObserver } from '../engine/turn-engine.ts';
+import { RELEASE } from '../release.ts';
 
 /** What the instance reports beside its requests: read at each scrape, or told as turns run. */
 export interface InstanceSources {
@@ -34,6 +35,11 @@ export interface Metrics {
 export function installMetrics(app: FastifyInstance, sources: InstanceSources): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  // Prometheus' usual build-info series: which release each instance runs (a rollout shows as two).
+  new Gauge({
+    name: 'agent_channel_build_info', help: 'Always 1; its labels name the release and the Node.js version this instance runs.',
+    labelNames: ['version', 'node'] as const, registers: [registry],
+  }).set({ version: RELEASE, node: process.versions.node }, 1);
   const requests = new Counter({
     name: 'http_requests_total', help: 'HTTP requests by route and status.',
     labelNames: ['method', 'route', 'status'] as const, registers: [registry],
