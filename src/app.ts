@@ -13,6 +13,7 @@ import { webChannel } from './channels/web/index.ts';
 import { findUnstorableText, Problem, unstorableTextProblem } from './domain/problems.ts';
 import { sendProblem } from './channels/api/problem-reply.ts';
 import { accessLogFields } from './observability/access-log.ts';
+import { logDestination } from './observability/log-destination.ts';
 import { installMetrics } from './observability/metrics.ts';
 import { BODY_LIMIT_BYTES, installJsonBodyParser } from './channels/json-body.ts';
 import type { Config } from './config.ts';
@@ -29,14 +30,6 @@ import type { Runtime } from './runtime.ts';
 export const MAX_PIPELINED_REQUESTS = 32;
 const pendingAnswers = Symbol('requests of this connection not yet answered');
 type CountedSocket = Socket & { [pendingAnswers]?: number };
-
-/**
- * Log lines leave in blocks of at least 4 KiB, and at least every 100 ms, written off the event
- * loop: a write for every line cost a thread-pool round trip per request, about a tenth of a
- * `GET /agents`. All is flushed at exit (SIGTERM included); a process killed outright loses at
- * most the last 100 ms. A reader that stops reading costs at most 16 MiB held, then lines are dropped.
- */
-const logDestination = () => pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100, maxLength: 16 * 1024 * 1024 });
 
 /**
  * The server's log: JSON lines on stdout (see logDestination), secrets redacted. `serve` makes it
