@@ -42,6 +42,16 @@ export function noToolReply(kind: string): string {
   return `I can't do that: no tool can run "${kind}" actions, so nothing was drafted.`;
 }
 
+/** The reply naming a drafted action: it waits for a decision, or runs at once when its tool needs no permission. */
+export function actionDraftedReply(action: { operationId: string; kind: string; summary: string }, needsPermission: boolean): string {
+  return needsPermission
+    ? `I need your permission to run "${action.kind}": ${action.summary} (operation_id ${action.operationId}). Approve or reject it.`
+    : `Running "${action.kind}": ${action.summary} (operation_id ${action.operationId}); it needs no permission.`;
+}
+
+/** The reply to an action rejected without a reason: the mission stops there (contract §8). */
+export const STOPPED_REPLY = 'Stopped.';
+
 /**
  * The built-in agent's tools: any kind (the fallback), always behind permission (contract §8),
  * with no outside effect.

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { judgeByType } from '../../brains/builtin.ts';
+import { judgeByType } from '../../brains/questions.ts';
 import { ID_PREFIXES, looksLikeId, type IdKind } from '../../domain/ids.ts';
 import { API, startTestApp, type TestApp } from '../../testing/harness.ts';
 import { HEADERS } from './openapi.ts';
