@@ -1,5 +1,6 @@
 import proxyAddr from '@fastify/proxy-addr';
 import { resolve } from 'node:path';
+import type { ModelProvider, ModelSettings } from './brains/llm.ts';
 import { shownUrl } from './domain/shown-url.ts';
 import { isRateLimitStore, POSTGRES_LIMITER_NEEDS_POSTGRES, RATE_LIMIT_STORES, resolvedRateLimitStore, type RateLimitStore } from './ratelimit/select.ts';
 import { SQLITE_SYNCHRONOUS_MODES, type SqliteSynchronous } from './store/node-sqlite-adapter.ts';
@@ -36,6 +37,8 @@ export interface Config {
   /** Fastify's trustProxy: which proxies in front may name the client (see parseTrustProxy). */
   trustProxy: boolean | string[];
   instanceId: string;
+  /** The model agents answer with; null: the built-in agent (contract §8). */
+  model: ModelSettings | null;
 }
 
 /** pino's levels. */
@@ -97,6 +100,53 @@ function checkRedisUrl(raw: string): void {
     + `(${url ? `got "${url.protocol}…"` : 'it cannot be read as a URL'})`);
 }
 
+const MODEL_PROVIDERS: readonly ModelProvider[] = ['openai-compatible', 'anthropic'];
+
+/**
+ * MODEL_* → the model agents answer with, or null (unset MODEL_PROVIDER) for the built-in agent.
+ * MODEL_API_KEY is a secret: no refusal here names it or its value, and MODEL_BASE_URL is not
+ * echoed either (a URL may carry credentials). The other MODEL_* settings are not judged while
+ * no provider is chosen.
+ */
+function loadModelSettings(env: NodeJS.ProcessEnv): ModelSettings | null {
+  const provider = (env.MODEL_PROVIDER ?? '').trim().toLowerCase();
+  if (provider === '') return null;
+  if (!MODEL_PROVIDERS.includes(provider as ModelProvider)) {
+    throw new Error(`MODEL_PROVIDER must be ${MODEL_PROVIDERS.map((p) => `"${p}"`).join(' or ')}, or unset for the built-in agent (got "${env.MODEL_PROVIDER}")`);
+  }
+  const name = (env.MODEL_NAME ?? '').trim();
+  if (name === '') {
+    throw new Error(`MODEL_NAME is required with MODEL_PROVIDER=${provider}: the model to call, such as llama3.2 (Ollama), gpt-4o-mini or claude-sonnet-4-5`);
+  }
+  const rawBaseUrl = (env.MODEL_BASE_URL ?? '').trim();
+  if (rawBaseUrl === '' && provider === 'openai-compatible') {
+    throw new Error('MODEL_BASE_URL is required with MODEL_PROVIDER=openai-compatible: the server\'s OpenAI-compatible API, '
+      + 'such as http://127.0.0.1:11434/v1 (Ollama) or https://api.openai.com/v1');
+  }
+  if (rawBaseUrl !== '') checkModelBaseUrl(rawBaseUrl);
+  const systemPrompt = env.MODEL_SYSTEM_PROMPT ?? '';
+  return {
+    provider: provider as ModelProvider,
+    name,
+    baseUrl: rawBaseUrl === '' ? null : rawBaseUrl.replace(/\/+$/, ''),
+    apiKey: env.MODEL_API_KEY || null,
+    timeoutMs: int(env, 'MODEL_TIMEOUT_MS', 120_000, 1_000, 600_000),
+    systemPrompt: systemPrompt.trim() === '' ? null : systemPrompt,
+  };
+}
+
+function checkModelBaseUrl(raw: string): void {
+  let url: URL | null = null;
+  try {
+    url = new URL(raw);
+  } catch {
+    // said below
+  }
+  if (url?.protocol === 'http:' || url?.protocol === 'https:') return;
+  throw new Error('MODEL_BASE_URL must be an http:// or https:// URL, such as http://127.0.0.1:11434/v1 '
+    + `(${url ? `got "${url.protocol}…"` : 'it cannot be read as a URL'})`);
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const maxRateLimitPerMinute = int(env, 'MAX_RATE_LIMIT_PER_MINUTE', 10_000, 1, 100_000_000);
   // Unset: follow the database (memory on SQLite, postgres on PostgreSQL); see ratelimit/select.ts.
@@ -115,6 +165,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const logLevel = (env.LOG_LEVEL || 'info').toLowerCase();
   if (!LOG_LEVELS.includes(logLevel)) throw new Error(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${env.LOG_LEVEL}")`);
+  const model = loadModelSettings(env);
   return {
     port: int(env, 'PORT', 8080, 0, 65535),
     host: env.HOST || '127.0.0.1',
@@ -142,6 +193,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webSessionIdleMinutes: int(env, 'WEB_SESSION_IDLE_MINUTES', 120, 1, 60 * 24 * 30),
     trustProxy: parseTrustProxy(env.TRUST_PROXY),
     instanceId: env.INSTANCE_ID || `${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
+    model,
   };
 }
 

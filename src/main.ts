@@ -28,7 +28,7 @@ export async function serve(): Promise<void> {
     } else {
       log.error({ err: error }, context);
     }
-  });
+  }, undefined, (fields, message) => log.warn(fields, message));
   const server = await buildApp(runtime, { log });
   let stopping = false;
   const stop = async (signal: string) => {

@@ -1,4 +1,6 @@
+import type { Brain } from './brains/brain.ts';
 import { BuiltinBrain } from './brains/builtin.ts';
+import type { ModelWarning } from './brains/llm.ts';
 import { builtinToolRegistry, type ToolRegistry } from './brains/tools.ts';
 import type { Config } from './config.ts';
 import { InProcessBus, PostgresBus, type Bus } from './engine/bus.ts';
@@ -22,10 +24,16 @@ export interface Runtime {
   close(graceMs?: number): Promise<void>;
 }
 
+/**
+ * `tools`: the tool registry (the built-in one takes any kind, always behind permission, with no
+ * outside effect; a deployment registers its real tools in code). `logWarning`: where a failed
+ * model call is told (the model-backed brain's warnings).
+ */
 export async function createRuntime(
   config: Config, storeOptions: OpenStoreOptions = {}, logError: (error: unknown, context: string) => void = () => {},
-  tools: ToolRegistry = builtinToolRegistry(),
+  tools: ToolRegistry = builtinToolRegistry(), logWarning: ModelWarning = () => {},
 ): Promise<Runtime> {
+  const brain = await createBrain(config, tools, logWarning);
   const store = await openStore(config.databaseUrl, { sqliteSynchronous: config.sqliteSynchronous, pgPoolSize: config.pgPoolSize, ...storeOptions });
   let engine: TurnEngine | undefined;
   let bus: Bus;
@@ -42,7 +50,7 @@ export async function createRuntime(
     store, bus, instanceId: config.instanceId, perAgent: config.agentConcurrency,
     concurrency: config.runnerConcurrency, leaseMs: config.leaseMs, onError: logError,
   });
-  const services = createServices({ store, config, engine, brain: new BuiltinBrain(), tools });
+  const services = createServices({ store, config, engine, brain, tools });
   const rateLimiter: RateLimiter = createRateLimiter(config.rateLimitStore, store, config.redisUrl,
     (error) => logError(error, 'the rate limit store (Redis, at REDIS_URL) cannot be reached: API requests get 503 until it is back'));
   const theEngine = engine;
@@ -64,4 +72,11 @@ export async function createRuntime(
       await store.close();
     },
   };
+}
+
+/** The built-in agent, or with MODEL_PROVIDER set the model-backed brain (the AI SDK is loaded only then). */
+async function createBrain(config: Config, tools: ToolRegistry, logWarning: ModelWarning): Promise<Brain> {
+  if (!config.model) return new BuiltinBrain();
+  const { LlmBrain } = await import('./brains/llm.ts');
+  return new LlmBrain(config.model, tools, logWarning);
 }

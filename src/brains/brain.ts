@@ -58,10 +58,13 @@ export interface BrainResult {
 }
 
 export interface BrainContext {
+  /** The job running this unit of work (for logs). */
+  jobId: number;
   agentId: string;
   sessionId: string;
   senderUserId: string;
   signal: AbortSignal;
+  /** The session's latest turns, oldest first, up to this unit of work (a message's own turn last). */
   history(): Promise<HistoryTurn[]>;
   newOperationId(): string;
   newRequestId(): string;

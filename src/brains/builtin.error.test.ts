@@ -60,7 +60,7 @@ test('!ask-user with an unknown type asks nobody', async () => {
 
 test(`!sleep works at most ${MAX_SLEEP_MS} ms: a longer sleep is cut to the cap (on a mock clock)`, async (ctx) => {
   const context: BrainContext = {
-    agentId: 'agt_test', sessionId: 'ses_test', senderUserId: 'usr_test', signal: new AbortController().signal,
+    jobId: 1, agentId: 'agt_test', sessionId: 'ses_test', senderUserId: 'usr_test', signal: new AbortController().signal,
     history: async () => [], newOperationId: () => 'op_test', newRequestId: () => 'req_test',
     findWorkspaceMember: async () => null, runTool: async () => {}, toolFor: () => ({ needsPermission: true }),
   };

@@ -101,11 +101,14 @@ export class TurnWorker implements JobHandler {
   private context(job: Job, signal: AbortSignal) {
     const db = this.store.db;
     return {
+      jobId: job.id,
       agentId: job.agent_id,
       sessionId: job.session_id,
       senderUserId: job.user_id,
       signal,
+      // A message's history ends with its own turn: messages queued behind it are not part of it yet.
       history: async () => (await db.selectFrom('turns').select(['role', 'text']).where('session_id', '=', job.session_id)
+        .$if(job.user_turn_id !== null, (q) => q.where('id', '<=', job.user_turn_id!))
         .orderBy('ts', 'desc').limit(HISTORY_TURNS).execute()).reverse(),
       newOperationId: () => newId('action'),
       newRequestId: () => newId('question'),

@@ -5,6 +5,7 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fas
 import { after, before } from 'node:test';
 import pg from 'pg';
 import { buildApp } from '../app.ts';
+import type { ModelWarning } from '../brains/llm.ts';
 import type { ToolRegistry } from '../brains/tools.ts';
 import { loadConfig, type Config } from '../config.ts';
 import { randomBase62 } from '../domain/ids.ts';
@@ -137,6 +138,8 @@ export interface TestAppOptions {
   dropDatabaseAtClose?: boolean;
   /** Replaces the built-in agent's tool registry (tests of tools that need no permission, or that fail). */
   tools?: ToolRegistry;
+  /** Receives the model-backed brain's warnings (tests of what a failed model call logs). */
+  logWarning?: ModelWarning;
 }
 
 /** A real app over a fresh database, or over `options.database`. */
@@ -144,7 +147,7 @@ export async function startTestApp(overrides: Partial<Config> = {}, options: Tes
   const database = options.database ?? (await freshDatabase());
   const ownsDatabase = options.dropDatabaseAtClose ?? !options.database;
   const config = testConfig(database, overrides);
-  const runtime = await createRuntime(config, database.pgSchema ? { pgSchema: database.pgSchema } : {}, undefined, options.tools);
+  const runtime = await createRuntime(config, database.pgSchema ? { pgSchema: database.pgSchema } : {}, undefined, options.tools, options.logWarning);
   const app = await buildApp(runtime, { logger: false });
   await app.ready();
   await runtime.startEngine();

@@ -1,0 +1,226 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import {
+  agentTexts, answerOne, decideOne, listActions, listQuestions, send, settledTranscript, unique,
+} from '../services/missions.test-helper.ts';
+import { startFakeModelProvider, lastUserText, messageText, systemPrompt, type FakeModelProvider, type RecordedRequest } from '../testing/fake-model-provider.ts';
+import { startTestApp, type TestApp } from '../testing/harness.ts';
+import { ToolRegistry } from './tools.ts';
+import { DEFAULT_SYSTEM_PROMPT, type ModelSettings } from './llm.ts';
+
+/** The model-backed brain against a local server speaking the providers' HTTP protocols (MODEL_PROVIDER set). */
+const KEY = 'sk-test-happy-key';
+const SYSTEM = 'You are the test agent. Be brief.';
+
+const isJudge = (request: RecordedRequest) => (request.body.tools ?? []).some((t: any) => (t.function?.name ?? t.name) === 'judge_answer');
+const toolNames = (request: RecordedRequest) => (request.body.tools ?? []).map((t: any) => t.function?.name ?? t.name);
+
+describe('openai-compatible', () => {
+  let provider: FakeModelProvider;
+  let t: TestApp;
+  before(async () => {
+    provider = await startFakeModelProvider();
+    const model: ModelSettings = { provider: 'openai-compatible', name: 'test-model', baseUrl: provider.baseUrl, apiKey: KEY, timeoutMs: 10_000, systemPrompt: SYSTEM };
+    t = await startTestApp({ model });
+  });
+  after(async () => {
+    await t.close();
+    await provider.close();
+  });
+
+  test('a plain message: 200 completed with the model\'s text; the model name, the key (Bearer), the system prompt and the history reach the provider', async () => {
+    provider.script = (request) => ({ text: `Model says: ${lastUserText(request)}` });
+    const u = await t.userWithAgent();
+    const first = unique('Hello model');
+    const sent = await send(t, u, first);
+    assert.equal(sent.reply, `Model says: ${first}`);
+    const second = unique('And again');
+    assert.equal((await send(t, u, second, sent.sessionId)).reply, `Model says: ${second}`);
+
+    const request = provider.requests.at(-1)!;
+    assert.equal(request.protocol, 'openai');
+    assert.equal(request.body.model, 'test-model');
+    assert.equal(request.headers.authorization, `Bearer ${KEY}`);
+    assert.equal(systemPrompt(request), SYSTEM);
+    assert.deepEqual(request.body.messages.filter((m: any) => m.role !== 'system').map((m: any) => [m.role, messageText(m)]),
+      [['user', first], ['assistant', `Model says: ${first}`], ['user', second]]);
+    assert.deepEqual(toolNames(request).sort(), ['ask_user', 'request_action']);
+  });
+
+  test('request_action → a pending action; approved → the model is told it is done and its reply lands in the transcript', async () => {
+    const summary = unique('Email the report to Ann');
+    provider.script = (request) => /approved your action/.test(lastUserText(request))
+      ? { text: 'The report has been sent.' }
+      : { text: 'I will email it once you approve.', toolCalls: [{ name: 'request_action', input: { kind: 'email', summary, details: { to: 'ann@example.test' } } }] };
+    const u = await t.userWithAgent();
+    const sent = await send(t, u, unique('Send the report to Ann'));
+    assert.equal(sent.reply, 'I will email it once you approve.');
+
+    const { actions } = (await listActions(t, u)).json();
+    assert.equal(actions.length, 1);
+    assert.deepEqual([actions[0].kind, actions[0].summary, actions[0].details], ['email', summary, { to: 'ann@example.test' }]);
+    assert.equal((await decideOne(t, u, { operation_id: actions[0].operation_id, decision: 'approve' })).ok, true);
+
+    const messages = await settledTranscript(t, u, sent.sessionId, 2);
+    assert.equal(agentTexts(messages).at(-1), 'The report has been sent.');
+    assert.match(lastUserText(provider.requests.at(-1)!), new RegExp(`approved your action ${actions[0].operation_id} \\(email: `));
+    const row = await t.runtime.store.db.selectFrom('actions').select('status').where('id', '=', actions[0].operation_id).executeTakeFirstOrThrow();
+    assert.equal(row.status, 'done');
+  });
+
+  test('with no text of its own, the reply names the operation_id; rejected with a reason, the model is told the reason and re-plans with another action', async () => {
+    provider.script = (request) => /rejected your action/.test(lastUserText(request))
+      ? { text: 'Then I will call instead.', toolCalls: [{ name: 'request_action', input: { kind: 'call', summary: 'Call Ann' } }] }
+      : { toolCalls: [{ name: 'request_action', input: { kind: 'email', summary: 'Email Ann' } }] };
+    const u = await t.userWithAgent();
+    const sent = await send(t, u, unique('Tell Ann'));
+    const [action] = (await listActions(t, u)).json().actions;
+    assert.equal(sent.reply, `I need your permission to run "email": Email Ann (operation_id ${action.operation_id}). Approve or reject it.`);
+
+    const reason = unique('Ann prefers phone calls');
+    await decideOne(t, u, { operation_id: action.operation_id, decision: 'reject', reason });
+    const messages = await settledTranscript(t, u, sent.sessionId, 2);
+    assert.equal(agentTexts(messages).at(-1), 'Then I will call instead.');
+    assert.match(lastUserText(provider.requests.at(-1)!), new RegExp(`rejected your action ${action.operation_id} .*Their reason: ${reason}`));
+    const replanned = (await listActions(t, u)).json().actions;
+    assert.deepEqual(replanned.map((a: any) => [a.kind, a.summary, a.mission_id]), [['call', 'Call Ann', action.mission_id]]);
+  });
+
+  test('rejected without a reason: the mission stops ("Stopped.") and the model is not asked again', async () => {
+    provider.script = () => ({ text: 'Shall I?', toolCalls: [{ name: 'request_action', input: { kind: 'email', summary: 'Email Bob' } }] });
+    const u = await t.userWithAgent();
+    const sent = await send(t, u, unique('Tell Bob'));
+    const [action] = (await listActions(t, u)).json().actions;
+    const calls = provider.requests.length;
+    await decideOne(t, u, { operation_id: action.operation_id, decision: 'reject' });
+    assert.deepEqual(agentTexts(await settledTranscript(t, u, sent.sessionId, 2)), ['Shall I?', 'Stopped.']);
+    assert.equal(provider.requests.length, calls);
+    const mission = await t.runtime.store.db.selectFrom('missions').select('status').where('id', '=', action.mission_id).executeTakeFirstOrThrow();
+    assert.equal(mission.status, 'stopped');
+  });
+
+  test('ask_user → an open question with its answer_type; an answer that fits is accepted and the model continues with it', async () => {
+    const question = unique('How many copies?');
+    provider.script = (request) => /was answered: /.test(lastUserText(request))
+      ? { text: `Printing ${/answered: (\d+)/.exec(lastUserText(request))![1]} copies.` }
+      : { toolCalls: [{ name: 'ask_user', input: { question, answer_type: 'number' } }] };
+    const u = await t.userWithAgent();
+    const sent = await send(t, u, unique('Print the report'));
+    const { questions } = (await listQuestions(t, u)).json();
+    assert.deepEqual(questions.map((q: any) => [q.text, q.answer_type]), [[question, 'number']]);
+    assert.match(sent.reply, new RegExp(`request_id ${questions[0].request_id}`));
+
+    assert.deepEqual(await answerOne(t, u, questions[0].request_id, 'many'),
+      { request_id: questions[0].request_id, ok: true, accepted: false, reason: 'A number is missing: answer with digits, e.g. 42 or 3.5.' });
+    assert.equal((await answerOne(t, u, questions[0].request_id, '12')).accepted, true);
+    assert.equal(agentTexts(await settledTranscript(t, u, sent.sessionId, 2)).at(-1), 'Printing 12 copies.');
+  });
+
+  test('a text answer is judged by the model (judge_answer): one it finds short is refused with its reason, a full one accepted', async () => {
+    provider.script = (request) => {
+      if (isJudge(request)) {
+        return /Answer: .*street/i.test(lastUserText(request))
+          ? { toolCalls: [{ name: 'judge_answer', input: { accepted: true } }] }
+          : { toolCalls: [{ name: 'judge_answer', input: { accepted: false, reason: 'The street name is missing.' } }] };
+      }
+      return /was answered: /.test(lastUserText(request)) ? { text: 'Thanks, shipping there.' }
+        : { text: 'Where should it go?', toolCalls: [{ name: 'ask_user', input: { question: 'What is the delivery address?', answer_type: 'text' } }] };
+    };
+    const u = await t.userWithAgent();
+    const sent = await send(t, u, unique('Ship my order'));
+    const [question] = (await listQuestions(t, u)).json().questions;
+    assert.equal(question.answer_type, 'text');
+    assert.deepEqual(await answerOne(t, u, question.request_id, 'Berlin'),
+      { request_id: question.request_id, ok: true, accepted: false, reason: 'The street name is missing.' });
+    const judged = provider.requests.at(-1)!;
+    assert.ok(isJudge(judged));
+    assert.match(lastUserText(judged), /Question: What is the delivery address\?\s+Answer: Berlin/);
+    assert.equal((await answerOne(t, u, question.request_id, '1 Main Street, Berlin')).accepted, true);
+    assert.equal(agentTexts(await settledTranscript(t, u, sent.sessionId, 2)).at(-1), 'Thanks, shipping there.');
+  });
+
+  test('one action or question per turn: the first call is taken, later ones ignored; an unknown answer_type becomes text', async () => {
+    provider.script = () => ({
+      toolCalls: [
+        { name: 'ask_user', input: { question: 'Which colour?', answer_type: 'colour' } },
+        { name: 'request_action', input: { kind: 'paint', summary: 'Paint it' } },
+        { name: 'ask_user', input: { question: 'Which size?', answer_type: 'number' } },
+      ],
+    });
+    const u = await t.userWithAgent();
+    await send(t, u, unique('Paint the fence'));
+    assert.deepEqual((await listQuestions(t, u)).json().questions.map((q: any) => [q.text, q.answer_type]), [['Which colour?', 'text']]);
+    assert.deepEqual((await listActions(t, u)).json().actions, []);
+  });
+});
+
+describe('a deployment\'s registered tools', () => {
+  let provider: FakeModelProvider;
+  let t: TestApp;
+  const ran: string[] = [];
+  before(async () => {
+    provider = await startFakeModelProvider();
+    const tools = new ToolRegistry()
+      .register({ kind: 'lookup', needsPermission: false, description: 'Looks a word up', run: async (action) => { ran.push(action.summary); } });
+    t = await startTestApp({ model: { provider: 'openai-compatible', name: 'm', baseUrl: provider.baseUrl, apiKey: null, timeoutMs: 10_000, systemPrompt: null } }, { tools });
+  });
+  after(async () => {
+    await t.close();
+    await provider.close();
+  });
+
+  test('are named to the model; one that needs no permission runs at once; no key sends no Authorization header', async () => {
+    provider.script = (request) => /approved your action/.test(lastUserText(request))
+      ? { text: 'It means a small dog.' }
+      : { toolCalls: [{ name: 'request_action', input: { kind: 'lookup', summary: 'Look up "pup"' } }] };
+    const u = await t.userWithAgent();
+    const sent = await send(t, u, unique('What is a pup?'));
+    assert.match(sent.reply, /^Running "lookup": Look up "pup" \(operation_id op_\w+\); it needs no permission\.$/);
+    assert.deepEqual(agentTexts(await settledTranscript(t, u, sent.sessionId, 2)).at(-1), 'It means a small dog.');
+    assert.deepEqual(ran, ['Look up "pup"']);
+    const first = provider.requests[0]!;
+    const requestAction = first.body.tools.find((tool: any) => tool.function.name === 'request_action');
+    assert.match(requestAction.function.description, /"lookup" \(Looks a word up; runs without asking\)/);
+    assert.equal(first.headers.authorization, undefined);
+    assert.equal(systemPrompt(first), DEFAULT_SYSTEM_PROMPT);
+  });
+});
+
+describe('anthropic', () => {
+  let provider: FakeModelProvider;
+  let t: TestApp;
+  before(async () => {
+    provider = await startFakeModelProvider();
+    t = await startTestApp({ model: { provider: 'anthropic', name: 'claude-test', baseUrl: provider.baseUrl, apiKey: KEY, timeoutMs: 10_000, systemPrompt: null } });
+  });
+  after(async () => {
+    await t.close();
+    await provider.close();
+  });
+
+  test('a plain message: the model\'s text is the reply; the key goes in x-api-key, the default system prompt in `system`', async () => {
+    provider.script = (request) => ({ text: `Claude says: ${lastUserText(request)}` });
+    const u = await t.userWithAgent();
+    const text = unique('Hi Claude');
+    assert.equal((await send(t, u, text)).reply, `Claude says: ${text}`);
+    const request = provider.requests.at(-1)!;
+    assert.equal(request.protocol, 'anthropic');
+    assert.equal(request.body.model, 'claude-test');
+    assert.equal(request.headers['x-api-key'], KEY);
+    assert.equal(request.headers.authorization, undefined);
+    assert.equal(systemPrompt(request), DEFAULT_SYSTEM_PROMPT);
+  });
+
+  test('a tool_use block for request_action becomes a pending action; approved, the reply lands', async () => {
+    provider.script = (request) => /approved your action/.test(lastUserText(request))
+      ? { text: 'Booked.' }
+      : { text: 'Booking needs your approval.', toolCalls: [{ name: 'request_action', input: { kind: 'booking', summary: 'Book a table for two', details: { seats: 2 } } }] };
+    const u = await t.userWithAgent();
+    const sent = await send(t, u, unique('Book dinner'));
+    assert.equal(sent.reply, 'Booking needs your approval.');
+    const [action] = (await listActions(t, u)).json().actions;
+    assert.deepEqual([action.kind, action.summary, action.details], ['booking', 'Book a table for two', { seats: 2 }]);
+    await decideOne(t, u, { operation_id: action.operation_id, decision: 'approve' });
+    assert.equal(agentTexts(await settledTranscript(t, u, sent.sessionId, 2)).at(-1), 'Booked.');
+  });
+});

@@ -1,0 +1,281 @@
+import { createAnthropic } from '@ai-sdk/anthropic';
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+import { APICallError, generateText, tool, type LanguageModel, type ModelMessage, type ToolSet } from 'ai';
+import { z } from 'zod';
+import type { AnswerVerdict, Brain, BrainContext, BrainInput, BrainResult, HistoryTurn, QuestionRef } from './brain.ts';
+import { BrainFailure } from './brain.ts';
+import { isAnswerType, judgeByType, notAMemberReply, questionAskedReply } from './questions.ts';
+import { actionDraftedReply, noToolReply, STOPPED_REPLY, type ToolRegistry } from './tools.ts';
+import { isLongerThan, isUnstorableText, TEXT_MAX_LENGTH } from '../domain/problems.ts';
+
+export type ModelProvider = 'openai-compatible' | 'anthropic';
+
+/** The model agents answer with (MODEL_* in config.ts, where each is checked). */
+export interface ModelSettings {
+  provider: ModelProvider;
+  name: string;
+  /** Null: the provider's own (Anthropic's API); openai-compatible always has one. */
+  baseUrl: string | null;
+  /** A secret: sent to the provider only, never logged nor put in an error or a turn. */
+  apiKey: string | null;
+  /** The longest one model call may take. */
+  timeoutMs: number;
+  /** Null: DEFAULT_SYSTEM_PROMPT. */
+  systemPrompt: string | null;
+}
+
+/** One warning about a model call that failed: what went wrong, never the provider's text or the key. */
+export type ModelWarning = (fields: Record<string, unknown>, message: string) => void;
+
+export const DEFAULT_SYSTEM_PROMPT = [
+  'You are an agent that people reach through a messaging channel. Answer plainly and briefly.',
+  'When what you are asked to do needs an action with an effect outside this conversation (sending, booking, buying, changing or deleting something),',
+  'call request_action: a person approves or rejects it before it runs, and you are told which.',
+  'When you need something only a person can tell you, call ask_user with the answer_type that fits the answer you need.',
+  'Call at most one of these tools in an answer, and say in your text what you are doing.',
+].join(' ');
+
+/** The reply and the turn's failure text when the model gives no usable answer (its own words are never shown). */
+export const MODEL_FAILED_TEXT = 'The agent could not process this message: its model gave no usable answer.';
+
+/** What the transcript and the tables take (the API's own limits), so that nothing the model writes is refused when stored. */
+const MAX_KIND_LENGTH = 200;
+
+// Tools have no `execute`: a call ends the model's step, and the turn worker turns it into a
+// pending action or an open question. Their inputs are checked here, not by the SDK, so that a
+// call a little off (a missing details object) is still usable.
+const requestActionInput = z.object({
+  kind: z.string().describe('What sort of action, one word, e.g. "email" or "refund".'),
+  summary: z.string().describe('One sentence the person approves or rejects.'),
+  details: z.record(z.string(), z.unknown()).optional().describe('Everything the action needs to run (recipients, amounts, ...).'),
+});
+const askUserInput = z.object({
+  question: z.string().describe('The question, as the person will read it.'),
+  answer_type: z.string().optional()
+    .describe('The kind of answer: text, number, date (YYYY-MM-DD), email, yesno, or choice:a|b|c with the options. Default text.'),
+  email: z.string().optional().describe('Ask another member of the workspace, by email, instead of the person you are talking to.'),
+});
+const judgeAnswerInput = z.object({
+  accepted: z.boolean().describe('Does the answer give what the question asked for?'),
+  reason: z.string().optional().describe('When not accepted: what is still missing, in one sentence addressed to the person.'),
+});
+
+/**
+ * The model-backed brain: the session's history and the unit of work go to the model through
+ * the AI SDK (one non-streaming call). Its text is the reply; a request_action call becomes an
+ * action (waiting for a decision unless its tool needs no permission), an ask_user call an open
+ * question. A turn holds at most one of them (BrainResult does): the first such call is taken,
+ * later ones are ignored. A text answer to a question is judged by a model call; typed ones by
+ * the shared deterministic check.
+ */
+export class LlmBrain implements Brain {
+  private readonly settings: ModelSettings;
+  private readonly model: LanguageModel;
+  private readonly registry: ToolRegistry;
+  private readonly warn: ModelWarning;
+
+  constructor(settings: ModelSettings, registry: ToolRegistry, warn: ModelWarning) {
+    this.settings = settings;
+    this.registry = registry;
+    this.warn = warn;
+    this.model = languageModel(settings);
+    routeSdkWarnings(warn);
+  }
+
+  async respond(input: BrainInput, context: BrainContext): Promise<BrainResult> {
+    switch (input.kind) {
+      case 'message':
+        return this.converse(context, input.text);
+      case 'action_approved': {
+        await context.runTool(input.action);
+        const note = `[The person approved your action ${input.action.operationId} (${input.action.kind}: ${input.action.summary}) and it has been carried out. Tell them it is done.]`;
+        try {
+          return { ...(await this.converse(context, note)), executed: true };
+        } catch (error) {
+          // The action ran: a model that cannot word the reply must not make it look failed.
+          if (context.signal.aborted || !(error instanceof BrainFailure)) throw error;
+          return { reply: `Done: ${input.action.summary}`, executed: true };
+        }
+      }
+      case 'action_rejected':
+        // Without a reason the mission stops (contract §8), as with the built-in agent: nothing to ask the model.
+        if (!input.reason) return { reply: STOPPED_REPLY };
+        return this.converse(context, `[The person rejected your action ${input.action.operationId} (${input.action.kind}: ${input.action.summary}). `
+          + `Their reason: ${input.reason}. Re-plan: you may request a different action, ask a question, or answer.]`);
+      case 'question_answered':
+        return this.converse(context, `[Your question ${input.question.requestId} ("${input.question.text}") was answered: ${input.answer.trim()}. Continue.]`);
+    }
+  }
+
+  async judgeAnswer(question: QuestionRef, answer: string): Promise<AnswerVerdict> {
+    const byType = judgeByType(question.answerType, answer);
+    if (question.answerType !== 'text' || !byType.accepted) return byType;
+    const tools = { judge_answer: tool({ description: 'Give your verdict on the answer.', inputSchema: judgeAnswerInput }) };
+    try {
+      const result = await this.call({
+        instructions: 'You judge whether an answer gives what a question asked for. Call judge_answer; when it does not, the reason names what is missing.',
+        messages: [{ role: 'user', content: `Question: ${question.text}\n\nAnswer: ${answer}` }],
+        tools,
+        toolChoice: { type: 'tool', toolName: 'judge_answer' },
+      }, null);
+      const verdict = judgeAnswerInput.safeParse(result.toolCalls.find((call) => call.toolName === 'judge_answer' && !call.invalid)?.input);
+      if (!verdict.success) throw this.unusable({ requestId: question.requestId }, 'no judge_answer call');
+      if (verdict.data.accepted) return { accepted: true };
+      const reason = storable(verdict.data.reason?.trim() ?? '');
+      return { accepted: false, reason: cut(reason === '' ? 'The answer does not give what the question asked for.' : reason, REASON_LENGTH) };
+    } catch (error) {
+      if (!(error instanceof BrainFailure)) throw error;
+      // Refused rather than let through: the person sends the answer again.
+      return { accepted: false, reason: 'The answer could not be judged just now; an answer judged by the agent is still missing: send it again.' };
+    }
+  }
+
+  /** One model call over the conversation so far and `unitOfWork`; its answer becomes the turn's result. */
+  private async converse(context: BrainContext, unitOfWork: string): Promise<BrainResult> {
+    const result = await this.call({
+      instructions: this.settings.systemPrompt ?? DEFAULT_SYSTEM_PROMPT,
+      messages: conversation(await context.history(), unitOfWork),
+      tools: {
+        request_action: tool({ description: this.requestActionDescription(), inputSchema: requestActionInput }),
+        ask_user: tool({ description: 'Ask a person a question; the task waits for an accepted answer.', inputSchema: askUserInput }),
+      },
+    }, context);
+    const text = cut(storable(result.text.trim()), TEXT_MAX_LENGTH);
+    // One action or question per turn: the first usable call; the rest are ignored.
+    for (const call of result.toolCalls) {
+      if (call.invalid) continue;
+      if (call.toolName === 'request_action') {
+        const parsed = requestActionInput.safeParse(call.input);
+        if (parsed.success) return this.draftAction(parsed.data, text, context);
+      } else if (call.toolName === 'ask_user') {
+        const parsed = askUserInput.safeParse(call.input);
+        if (parsed.success) return this.draftQuestion(parsed.data, text, context);
+      }
+    }
+    if (text === '') throw this.unusable({ jobId: context.jobId, agentId: context.agentId, sessionId: context.sessionId }, 'no text and no usable tool call');
+    return { reply: text };
+  }
+
+  private draftAction(call: z.infer<typeof requestActionInput>, text: string, context: BrainContext): BrainResult {
+    const kind = cut(storable(call.kind.trim()), MAX_KIND_LENGTH);
+    const tool = kind === '' ? null : context.toolFor(kind);
+    if (!tool) return { reply: noToolReply(kind) };
+    const summary = cut(storable(call.summary.trim()), TEXT_MAX_LENGTH);
+    const details = call.details ?? {};
+    // Details are shown to whoever decides: cut short they would be approved unseen, so they are refused instead.
+    if (isLongerThan(JSON.stringify(details), TEXT_MAX_LENGTH)) {
+      return { reply: `I can't draft that "${kind}" action: its details are longer than ${TEXT_MAX_LENGTH} characters, so nothing was drafted.` };
+    }
+    const draft = { operationId: context.newOperationId(), kind, summary: summary === '' ? kind : summary, details };
+    return { reply: text || actionDraftedReply(draft, tool.needsPermission), action: draft };
+  }
+
+  private async draftQuestion(call: z.infer<typeof askUserInput>, text: string, context: BrainContext): Promise<BrainResult> {
+    const answerType = call.answer_type && isAnswerType(call.answer_type.trim()) ? call.answer_type.trim() : 'text';
+    const questionText = cut(storable(call.question.trim()), TEXT_MAX_LENGTH);
+    if (questionText === '') throw this.unusable({ jobId: context.jobId, agentId: context.agentId, sessionId: context.sessionId }, 'an empty question');
+    const email = call.email?.trim() || null;
+    let askedOfUserId: string | undefined;
+    if (email) {
+      const member = await context.findWorkspaceMember(email);
+      if (!member) return { reply: notAMemberReply(cut(storable(email), 254)) };
+      askedOfUserId = member.userId;
+    }
+    const draft = { requestId: context.newRequestId(), text: questionText, answerType, ...(askedOfUserId ? { askedOfUserId } : {}) };
+    return { reply: text || questionAskedReply(draft, email ?? undefined), question: draft };
+  }
+
+  /** The deployment's own tools are named to the model; the built-in registry takes any kind. */
+  private requestActionDescription(): string {
+    const registered = this.registry.list();
+    const base = 'Request an action with an effect outside this conversation. Unless its kind needs no permission, a person approves or rejects it first; your turn ends here.';
+    if (registered.length === 0) return `${base} Any kind may be requested.`;
+    return `${base} Kinds that can run: ${registered.map((t) => `"${t.kind}" (${t.description}${t.needsPermission ? '' : '; runs without asking'})`).join('; ')}.`;
+  }
+
+  /**
+   * A generateText call bounded by MODEL_TIMEOUT_MS and by the turn's own signal (a shutdown).
+   * The SDK does not retry (maxRetries 0): a retry would hold the agent's line (one turn at a
+   * time per agent) for its back-off, and a failed turn is already visible to the client (502
+   * agent_failed) which can send again. Any failure but a shutdown becomes a BrainFailure with a
+   * generic message, after one warning without the provider's text or the key.
+   */
+  private async call(
+    request: Pick<Parameters<typeof generateText<ToolSet>>[0], 'instructions' | 'tools' | 'toolChoice'> & { messages: ModelMessage[] },
+    context: BrainContext | null,
+  ) {
+    const timeout = AbortSignal.timeout(this.settings.timeoutMs);
+    const signal = context ? AbortSignal.any([context.signal, timeout]) : timeout;
+    try {
+      return await generateText({ model: this.model, maxRetries: 0, abortSignal: signal, ...request });
+    } catch (error) {
+      if (context?.signal.aborted) throw error; // a shutdown: the engine puts the job back in line
+      const ids = context ? { jobId: context.jobId, agentId: context.agentId, sessionId: context.sessionId } : {};
+      const failure = timeout.aborted ? 'timeout' : APICallError.isInstance(error) && error.statusCode !== undefined ? 'http_error' : 'no_usable_answer';
+      this.warn({
+        ...ids, provider: this.settings.provider, model: this.settings.name, failure,
+        statusCode: APICallError.isInstance(error) ? (error.statusCode ?? null) : null,
+        errorName: error instanceof Error ? error.name : typeof error,
+      }, 'the model call failed');
+      throw new BrainFailure(MODEL_FAILED_TEXT);
+    }
+  }
+
+  /** A model answer that holds nothing usable: warned about like a failed call. */
+  private unusable(ids: Record<string, unknown>, what: string): BrainFailure {
+    this.warn({ ...ids, provider: this.settings.provider, model: this.settings.name, failure: 'no_usable_answer', statusCode: 200, what }, 'the model call failed');
+    return new BrainFailure(MODEL_FAILED_TEXT);
+  }
+}
+
+/**
+ * The SDK's own warnings (a setting used in a compatibility mode, say) go to the server's log,
+ * each once, rather than to stderr as process warnings outside the JSON log. (A global of the SDK.)
+ */
+function routeSdkWarnings(warn: ModelWarning): void {
+  const told = new Set<string>();
+  (globalThis as { AI_SDK_LOG_WARNINGS?: unknown }).AI_SDK_LOG_WARNINGS = (options: { warnings: unknown[]; provider?: string; model?: string }) => {
+    for (const warning of options.warnings) {
+      const text = JSON.stringify(warning);
+      if (told.has(text)) continue;
+      told.add(text);
+      warn({ provider: options.provider, model: options.model, warning }, 'the AI SDK warned about a model call');
+    }
+  };
+}
+
+/** Refusal reasons are sent back in an answer's result: kept to the size of a decision's reason. */
+const REASON_LENGTH = 2000;
+
+function languageModel(settings: ModelSettings): LanguageModel {
+  // The key is passed even when empty: the SDKs would otherwise read their own environment
+  // variables (OPENAI_API_KEY, ANTHROPIC_API_KEY), a setting nobody made here.
+  if (settings.provider === 'anthropic') {
+    return createAnthropic({ baseURL: settings.baseUrl ?? 'https://api.anthropic.com/v1', apiKey: settings.apiKey ?? '' })(settings.name);
+  }
+  return createOpenAICompatible({ name: 'model', baseURL: settings.baseUrl!, ...(settings.apiKey ? { apiKey: settings.apiKey } : {}) })
+    .chatModel(settings.name);
+}
+
+/**
+ * The session's turns as the model's messages, then the unit of work. A message's own user turn
+ * is already the last of the history; a continuation's note is added as the person's message.
+ */
+function conversation(history: HistoryTurn[], unitOfWork: string): ModelMessage[] {
+  const messages: ModelMessage[] = history.map((turn) => ({ role: turn.role === 'user' ? 'user' : 'assistant', content: turn.text }));
+  const last = history.at(-1);
+  if (!(last?.role === 'user' && last.text === unitOfWork)) messages.push({ role: 'user', content: unitOfWork });
+  // A bounded history may begin with the agent's turn; providers want the person to speak first.
+  while (messages[0]?.role === 'assistant') messages.shift();
+  return messages;
+}
+
+/** Text every database stores as it is (see isUnstorableText): NUL and lone surrogates become U+FFFD. */
+function storable(text: string): string {
+  return isUnstorableText(text) ? text.replaceAll('\u0000', '\uFFFD').toWellFormed() : text;
+}
+
+/** `text` cut to `max` characters (code points, as every limit counts), the last one an ellipsis. */
+function cut(text: string, max: number): string {
+  return isLongerThan(text, max) ? `${[...text].slice(0, max - 1).join('')}…` : text;
+}

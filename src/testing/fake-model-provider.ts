@@ -1,0 +1,141 @@
+import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * A local model provider for tests: a real HTTP server on 127.0.0.1 that speaks the wire formats
+ * of OpenAI Chat Completions (POST /v1/chat/completions) and Anthropic Messages (POST
+ * /v1/messages), answering from the test's script and recording every request. No code of ours
+ * is mocked: the brain talks to it through the AI SDK over HTTP, as it would to a real provider.
+ */
+
+/** What the model answers: its text and tool calls (in the protocol the request came in). */
+export interface ModelAnswer {
+  text?: string;
+  toolCalls?: Array<{ name: string; input: unknown }>;
+}
+
+export type ScriptedReply =
+  | ModelAnswer
+  /** An HTTP error, with the provider's error body. */
+  | { status: number; message: string }
+  /** A 200 whose body is exactly this (malformed answers). */
+  | { rawBody: string }
+  /** Never answers (the connection stays open until the server closes). */
+  | { hang: true };
+
+export interface RecordedRequest {
+  protocol: 'openai' | 'anthropic';
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: any;
+}
+
+export type Script = (request: RecordedRequest) => ScriptedReply | Promise<ScriptedReply>;
+
+export interface FakeModelProvider {
+  /** http://127.0.0.1:<port>/v1: MODEL_BASE_URL for either protocol. */
+  baseUrl: string;
+  requests: RecordedRequest[];
+  /** How the next requests are answered (replaceable between tests). */
+  script: Script;
+  close(): Promise<void>;
+}
+
+export async function startFakeModelProvider(script: Script = () => ({ text: 'Hello.' })): Promise<FakeModelProvider> {
+  const requests: RecordedRequest[] = [];
+  const provider = { script } as FakeModelProvider;
+  const server = createServer((req, res) => {
+    let raw = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk: string) => { raw += chunk; });
+    req.on('end', () => {
+      const path = (req.url ?? '').split('?')[0]!;
+      const protocol = req.method === 'POST' && path === '/v1/chat/completions' ? 'openai'
+        : req.method === 'POST' && path === '/v1/messages' ? 'anthropic' : null;
+      if (!protocol) return send(res, 404, { error: { message: `no route ${req.method} ${path}` } });
+      const recorded: RecordedRequest = { protocol, path, headers: req.headers, body: JSON.parse(raw) };
+      requests.push(recorded);
+      Promise.resolve(provider.script(recorded)).then((reply) => answer(res, recorded, reply), (error: unknown) => {
+        send(res, 500, { error: { message: `the test's script threw: ${(error as Error).message}` } });
+      });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return Object.assign(provider, {
+    baseUrl: `http://127.0.0.1:${port}/v1`,
+    requests,
+    close: () => new Promise<void>((resolve) => {
+      server.closeAllConnections(); // the hanging ones too
+      server.close(() => resolve());
+    }),
+  });
+}
+
+function answer(res: ServerResponse, request: RecordedRequest, reply: ScriptedReply): void {
+  if ('hang' in reply) return;
+  if ('rawBody' in reply) {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(reply.rawBody);
+    return;
+  }
+  if ('status' in reply) {
+    return send(res, reply.status, request.protocol === 'openai'
+      ? { error: { message: reply.message, type: 'server_error', code: null } }
+      : { type: 'error', error: { type: 'api_error', message: reply.message } });
+  }
+  const calls = reply.toolCalls ?? [];
+  const model = request.body.model;
+  if (request.protocol === 'openai') {
+    return send(res, 200, {
+      id: `chatcmpl-${request.body.messages.length}`, object: 'chat.completion', created: Math.floor(Date.now() / 1000), model,
+      choices: [{
+        index: 0,
+        message: {
+          role: 'assistant',
+          content: reply.text ?? null,
+          ...(calls.length ? { tool_calls: calls.map((call, i) => ({ id: `call_${i}`, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.input) } })) } : {}),
+        },
+        finish_reason: calls.length ? 'tool_calls' : 'stop',
+      }],
+      usage: { prompt_tokens: 20, completion_tokens: 10, total_tokens: 30 },
+    });
+  }
+  return send(res, 200, {
+    id: `msg_${request.body.messages.length}`, type: 'message', role: 'assistant', model,
+    content: [
+      ...(reply.text !== undefined ? [{ type: 'text', text: reply.text }] : []),
+      ...calls.map((call, i) => ({ type: 'tool_use', id: `toolu_${i}`, name: call.name, input: call.input })),
+    ],
+    stop_reason: calls.length ? 'tool_use' : 'end_turn',
+    stop_sequence: null,
+    usage: { input_tokens: 20, output_tokens: 10 },
+  });
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+/** The text of a recorded request's last user message, in either protocol. */
+export function lastUserText(request: RecordedRequest): string {
+  const last = [...request.body.messages].reverse().find((m: { role: string }) => m.role === 'user');
+  return messageText(last);
+}
+
+/** A message's text content, in either protocol (a string, or text parts). */
+export function messageText(message: { content: unknown } | undefined): string {
+  if (!message) return '';
+  if (typeof message.content === 'string') return message.content;
+  return (message.content as Array<{ type: string; text?: string }>).filter((p) => p.type === 'text').map((p) => p.text).join('');
+}
+
+/** The system prompt a recorded request carried, in either protocol. */
+export function systemPrompt(request: RecordedRequest): string {
+  if (request.protocol === 'anthropic') {
+    const system = request.body.system;
+    return typeof system === 'string' ? system : (system ?? []).map((p: { text: string }) => p.text).join('');
+  }
+  return messageText(request.body.messages.find((m: { role: string }) => m.role === 'system'));
+}
