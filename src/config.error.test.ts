@@ -91,3 +91,36 @@ test('the words of LOG_LEVEL, RATE_LIMIT_STORE and TRUST_PROXY are taken in any 
   assert.throws(() => loadConfig({ LOG_LEVEL: 'LOUD' }), /\(got "LOUD"\)$/);
   assert.throws(() => loadConfig({ RATE_LIMIT_STORE: 'Bogus' }), /\(got "Bogus"\)$/);
 });
+
+test('MODEL_PROVIDER unset: the built-in agent, whatever the other MODEL_* say', () => {
+  assert.equal(loadConfig({}).model, null);
+  assert.equal(loadConfig({ MODEL_PROVIDER: '', MODEL_NAME: 'x', MODEL_BASE_URL: 'notaurl' }).model, null);
+});
+
+test('MODEL_PROVIDER openai-compatible or anthropic, with MODEL_NAME; MODEL_TIMEOUT_MS bounded; MODEL_BASE_URL needed for openai-compatible', () => {
+  assert.deepEqual(loadConfig({ MODEL_PROVIDER: 'openai-compatible', MODEL_NAME: 'llama3.2', MODEL_BASE_URL: 'http://127.0.0.1:11434/v1/' }).model, {
+    provider: 'openai-compatible', name: 'llama3.2', baseUrl: 'http://127.0.0.1:11434/v1', apiKey: null, timeoutMs: 120_000, systemPrompt: null,
+  });
+  assert.deepEqual(loadConfig({ MODEL_PROVIDER: 'Anthropic', MODEL_NAME: 'claude-x', MODEL_API_KEY: 'sk-a', MODEL_TIMEOUT_MS: '30000', MODEL_SYSTEM_PROMPT: 'Be kind.' }).model, {
+    provider: 'anthropic', name: 'claude-x', baseUrl: null, apiKey: 'sk-a', timeoutMs: 30_000, systemPrompt: 'Be kind.',
+  });
+  assert.throws(() => loadConfig({ MODEL_PROVIDER: 'anthropic', MODEL_NAME: 'c', MODEL_TIMEOUT_MS: '999' }), /^Error: MODEL_TIMEOUT_MS must be an integer between 1000 and 600000 \(got "999"\)$/);
+});
+
+test('a model setting that cannot work is refused with what to set, never echoing MODEL_API_KEY or MODEL_BASE_URL', () => {
+  const secret = 'sk-never-echo-9f8e7d';
+  const cases: Array<[Record<string, string>, RegExp]> = [
+    [{ MODEL_PROVIDER: 'openai' }, /^Error: MODEL_PROVIDER must be "openai-compatible" or "anthropic", or unset for the built-in agent \(got "openai"\)$/],
+    [{ MODEL_PROVIDER: 'anthropic' }, /^Error: MODEL_NAME is required with MODEL_PROVIDER=anthropic: the model to call, such as /],
+    [{ MODEL_PROVIDER: 'openai-compatible', MODEL_NAME: 'm' }, /^Error: MODEL_BASE_URL is required with MODEL_PROVIDER=openai-compatible: .*http:\/\/127\.0\.0\.1:11434\/v1 \(Ollama\)/],
+    [{ MODEL_PROVIDER: 'openai-compatible', MODEL_NAME: 'm', MODEL_BASE_URL: `localhost:11434/${secret}` }, /^Error: MODEL_BASE_URL must be an http:\/\/ or https:\/\/ URL, .* \(got "localhost:…"\)$/],
+    [{ MODEL_PROVIDER: 'anthropic', MODEL_NAME: 'm', MODEL_BASE_URL: `http://u:${secret}@[bad/v1` }, /^Error: MODEL_BASE_URL must be an http:\/\/ or https:\/\/ URL, .* \(it cannot be read as a URL\)$/],
+  ];
+  for (const [env, refusal] of cases) {
+    assert.throws(() => loadConfig({ ...env, MODEL_API_KEY: secret }), (error: Error) => {
+      assert.match(String(error), refusal);
+      assert.ok(!error.message.includes(secret), error.message);
+      return true;
+    }, JSON.stringify(env));
+  }
+});

@@ -211,10 +211,11 @@ export class LlmBrain implements Brain {
     } catch (error) {
       if (context?.signal.aborted) throw error; // a shutdown: the engine puts the job back in line
       const ids = context ? { jobId: context.jobId, agentId: context.agentId, sessionId: context.sessionId } : {};
-      const failure = timeout.aborted ? 'timeout' : APICallError.isInstance(error) && error.statusCode !== undefined ? 'http_error' : 'no_usable_answer';
+      const statusCode = APICallError.isInstance(error) ? (error.statusCode ?? null) : null;
+      // A 200 whose body is no answer (not JSON, not the protocol's shape) is an unusable answer, not an HTTP error.
+      const failure = timeout.aborted ? 'timeout' : statusCode !== null && statusCode >= 400 ? 'http_error' : 'no_usable_answer';
       this.warn({
-        ...ids, provider: this.settings.provider, model: this.settings.name, failure,
-        statusCode: APICallError.isInstance(error) ? (error.statusCode ?? null) : null,
+        ...ids, provider: this.settings.provider, model: this.settings.name, failure, statusCode,
         errorName: error instanceof Error ? error.name : typeof error,
       }, 'the model call failed');
       throw new BrainFailure(MODEL_FAILED_TEXT);

@@ -1,0 +1,114 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { answerOne, decideOne, listActions, listQuestions, send, sendNoWait, settledTranscript, unique } from '../services/missions.test-helper.ts';
+import { startFakeModelProvider, lastUserText, type FakeModelProvider, type RecordedRequest } from '../testing/fake-model-provider.ts';
+import { API, startTestApp, type TestApp, type TestUser } from '../testing/harness.ts';
+import { MODEL_FAILED_TEXT } from './llm.ts';
+
+/** A model call that fails (HTTP error, timeout, malformed or unusable answer): 502 agent_failed, an error turn, one warning. */
+const KEY = 'sk-test-error-key-0123456789';
+const PROVIDER_TEXT = 'upstream exploded: internal trace 0xDEADBEEF';
+let provider: FakeModelProvider;
+let t: TestApp;
+const warnings: Array<{ fields: Record<string, unknown>; message: string }> = [];
+
+before(async () => {
+  provider = await startFakeModelProvider();
+  t = await startTestApp(
+    { model: { provider: 'openai-compatible', name: 'test-model', baseUrl: provider.baseUrl, apiKey: KEY, timeoutMs: 1_000, systemPrompt: null } },
+    { logWarning: (fields, message) => warnings.push({ fields, message }) },
+  );
+});
+after(async () => {
+  await t.close();
+  await provider.close();
+});
+
+const isJudge = (request: RecordedRequest) => (request.body.tools ?? []).some((tool: any) => tool.function.name === 'judge_answer');
+
+async function failsWith502(u: TestUser, text: string) {
+  const res = await t.inject({ method: 'POST', url: `${API}/messages`, headers: u.auth, payload: { text } });
+  assert.equal(res.statusCode, 502, res.body);
+  const problem = res.json();
+  assert.equal(problem.code, 'agent_failed');
+  const messages = await settledTranscript(t, u, problem.session_id, 1);
+  assert.deepEqual({ ...messages.at(-1)!, ts: undefined }, { role: 'agent', text: MODEL_FAILED_TEXT, error: 'agent_failed', ts: undefined });
+  for (const leak of [KEY, PROVIDER_TEXT]) assert.ok(!res.body.includes(leak) && !JSON.stringify(messages).includes(leak), leak);
+  return problem;
+}
+
+for (const [what, reply, failure, statusCode] of [
+  ['an HTTP 500 from the provider', { status: 500, message: PROVIDER_TEXT }, 'http_error', 500],
+  ['an HTTP 401 (a wrong key)', { status: 401, message: `${PROVIDER_TEXT}: bad key ${KEY}` }, 'http_error', 401],
+  ['a body that is not JSON', { rawBody: `<html>${PROVIDER_TEXT}</html>` }, 'no_usable_answer', 200],
+  ['JSON that is not a chat completion', { rawBody: JSON.stringify({ choices: 'none', note: PROVIDER_TEXT }) }, 'no_usable_answer', 200],
+  ['an answer with neither text nor a tool call', { text: '' }, 'no_usable_answer', 200],
+  ['no answer within MODEL_TIMEOUT_MS', { hang: true }, 'timeout', null],
+] as const) {
+  test(`${what}: 502 agent_failed, an error turn with a generic text, one warning with the status and the job's ids, nothing secret`, async () => {
+    provider.script = () => reply;
+    warnings.length = 0;
+    const u = await t.userWithAgent();
+    const problem = await failsWith502(u, unique('Hello'));
+    assert.equal(warnings.length, 1, JSON.stringify(warnings));
+    const [{ fields, message }] = warnings as [typeof warnings[0]];
+    assert.equal(message, 'the model call failed');
+    assert.equal(fields.failure, failure);
+    assert.equal(fields.statusCode, statusCode);
+    assert.equal(fields.sessionId, problem.session_id);
+    assert.equal(fields.agentId, u.agentId);
+    assert.equal(typeof fields.jobId, 'number');
+    for (const leak of [KEY, PROVIDER_TEXT]) assert.ok(!JSON.stringify(warnings).includes(leak), leak);
+  });
+}
+
+test('past the wait ceiling (Prefer: wait=0) the failure is an error turn in the transcript', async () => {
+  provider.script = () => ({ status: 503, message: PROVIDER_TEXT });
+  const u = await t.userWithAgent();
+  const accepted = await sendNoWait(t, u, unique('Later'));
+  const messages = await settledTranscript(t, u, accepted.session_id, 1);
+  assert.equal(messages.at(-1)!.error, 'agent_failed');
+  assert.equal(messages.at(-1)!.text, MODEL_FAILED_TEXT);
+});
+
+test('a model that fails after an approved action ran does not fail the action: the reply is "Done: <summary>"', async () => {
+  provider.script = (request) => /approved your action/.test(lastUserText(request))
+    ? { status: 500, message: PROVIDER_TEXT }
+    : { toolCalls: [{ name: 'request_action', input: { kind: 'email', summary: 'Email Cy' } }] };
+  const u = await t.userWithAgent();
+  const sent = await send(t, u, unique('Write to Cy'));
+  const [action] = (await listActions(t, u)).json().actions;
+  await decideOne(t, u, { operation_id: action.operation_id, decision: 'approve' });
+  const messages = await settledTranscript(t, u, sent.sessionId, 2);
+  assert.deepEqual([messages.at(-1)!.text, messages.at(-1)!.error], ['Done: Email Cy', undefined]);
+  const row = await t.runtime.store.db.selectFrom('actions').select('status').where('id', '=', action.operation_id).executeTakeFirstOrThrow();
+  assert.equal(row.status, 'done');
+});
+
+test('a judge that fails refuses the text answer, saying it could not be judged; the question stays open for another try', async () => {
+  let judgeWorks = false;
+  provider.script = (request) => {
+    if (isJudge(request)) return judgeWorks ? { toolCalls: [{ name: 'judge_answer', input: { accepted: true } }] } : { status: 500, message: PROVIDER_TEXT };
+    if (/was answered/.test(lastUserText(request))) return { text: 'Got it.' };
+    return { toolCalls: [{ name: 'ask_user', input: { question: 'Why?', answer_type: 'text' } }] };
+  };
+  const u = await t.userWithAgent();
+  await send(t, u, unique('Decide for me'));
+  const [question] = (await listQuestions(t, u)).json().questions;
+  const refused = await answerOne(t, u, question.request_id, 'Because.');
+  assert.equal(refused.accepted, false);
+  assert.match(refused.reason, /could not be judged just now/);
+  assert.ok(!JSON.stringify(refused).includes(PROVIDER_TEXT));
+  judgeWorks = true;
+  assert.equal((await answerOne(t, u, question.request_id, 'Because.')).accepted, true);
+});
+
+test('a judge that answers without calling judge_answer is a failure too, not an acceptance', async () => {
+  provider.script = (request) => isJudge(request) ? { text: 'Looks fine to me.' }
+    : { toolCalls: [{ name: 'ask_user', input: { question: 'Why not?' } }] };
+  const u = await t.userWithAgent();
+  await send(t, u, unique('Decide again'));
+  const [question] = (await listQuestions(t, u)).json().questions;
+  assert.equal(question.answer_type, 'text');
+  assert.equal((await answerOne(t, u, question.request_id, 'Because.')).accepted, false);
+});
