@@ -64,7 +64,7 @@ export interface BrainContext {
   sessionId: string;
   senderUserId: string;
   signal: AbortSignal;
-  /** The session's latest turns, oldest first, up to this unit of work (a message's own turn last). */
+  /** The session's latest turns, oldest first: a message's own turn included, messages queued behind it not. */
   history(): Promise<HistoryTurn[]>;
   newOperationId(): string;
   newRequestId(): string;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import {
-  agentTexts, answerOne, decideOne, listActions, listQuestions, send, settledTranscript, unique,
+  agentTexts, answerOne, decideOne, listActions, listQuestions, send, sendNoWait, settledTranscript, unique,
 } from '../services/missions.test-helper.ts';
 import { startFakeModelProvider, lastUserText, messageText, systemPrompt, type FakeModelProvider, type RecordedRequest } from '../testing/fake-model-provider.ts';
 import { startTestApp, type TestApp } from '../testing/harness.ts';
@@ -45,6 +45,24 @@ describe('openai-compatible', () => {
     assert.deepEqual(request.body.messages.filter((m: any) => m.role !== 'system').map((m: any) => [m.role, messageText(m)]),
       [['user', first], ['assistant', `Model says: ${first}`], ['user', second]]);
     assert.deepEqual(toolNames(request).sort(), ['ask_user', 'request_action']);
+  });
+
+  test('a message\'s history ends with it: a message queued behind it is not part of it', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => { release = resolve; });
+    const [a, b, c] = [unique('First'), unique('Second'), unique('Third')];
+    provider.script = async (request) => {
+      if (lastUserText(request) === a) await gate; // holds the agent's line while b and c are queued
+      return { text: `Re: ${lastUserText(request)}` };
+    };
+    const u = await t.userWithAgent();
+    const first = await sendNoWait(t, u, a, { agentId: u.agentId });
+    await sendNoWait(t, u, b, first.session_id);
+    await sendNoWait(t, u, c, first.session_id);
+    release();
+    assert.deepEqual(agentTexts(await settledTranscript(t, u, first.session_id, 3)), [`Re: ${a}`, `Re: ${b}`, `Re: ${c}`]);
+    const ofB = provider.requests.find((request) => lastUserText(request) === b)!;
+    assert.deepEqual(ofB.body.messages.filter((m: any) => m.role !== 'system').map((m: any) => messageText(m)), [a, `Re: ${a}`, b]);
   });
 
   test('request_action → a pending action; approved → the model is told it is done and its reply lands in the transcript', async () => {

@@ -259,13 +259,15 @@ function languageModel(settings: ModelSettings): LanguageModel {
 }
 
 /**
- * The session's turns as the model's messages, then the unit of work. A message's own user turn
- * is already the last of the history; a continuation's note is added as the person's message.
+ * The session's turns as the model's messages, then the unit of work (a message, or a
+ * continuation's note) as the person's latest. A message's own turn is taken out of the history
+ * and put last: replies to earlier messages may have been written after it while it waited.
  */
 function conversation(history: HistoryTurn[], unitOfWork: string): ModelMessage[] {
-  const messages: ModelMessage[] = history.map((turn) => ({ role: turn.role === 'user' ? 'user' : 'assistant', content: turn.text }));
-  const last = history.at(-1);
-  if (!(last?.role === 'user' && last.text === unitOfWork)) messages.push({ role: 'user', content: unitOfWork });
+  const own = history.findLastIndex((turn) => turn.role === 'user' && turn.text === unitOfWork);
+  const earlier = own === -1 ? history : history.toSpliced(own, 1);
+  const messages: ModelMessage[] = earlier.map((turn) => ({ role: turn.role === 'user' ? 'user' : 'assistant', content: turn.text }));
+  messages.push({ role: 'user', content: unitOfWork });
   // A bounded history may begin with the agent's turn; providers want the person to speak first.
   while (messages[0]?.role === 'assistant') messages.shift();
   return messages;

@@ -106,9 +106,9 @@ export class TurnWorker implements JobHandler {
       sessionId: job.session_id,
       senderUserId: job.user_id,
       signal,
-      // A message's history ends with its own turn: messages queued behind it are not part of it yet.
+      // Messages queued behind this one are not part of its history yet (the replies written so far are).
       history: async () => (await db.selectFrom('turns').select(['role', 'text']).where('session_id', '=', job.session_id)
-        .$if(job.user_turn_id !== null, (q) => q.where('id', '<=', job.user_turn_id!))
+        .$if(job.user_turn_id !== null, (q) => q.where((eb) => eb.or([eb('role', '=', 'agent'), eb('id', '<=', job.user_turn_id!)])))
         .orderBy('ts', 'desc').limit(HISTORY_TURNS).execute()).reverse(),
       newOperationId: () => newId('action'),
       newRequestId: () => newId('question'),
