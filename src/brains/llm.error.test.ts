@@ -103,12 +103,18 @@ test('a judge that fails refuses the text answer, saying it could not be judged;
   assert.equal((await answerOne(t, u, question.request_id, 'Because.')).accepted, true);
 });
 
-test('a judge that answers without calling judge_answer is a failure too, not an acceptance', async () => {
-  provider.script = (request) => isJudge(request) ? { text: 'Looks fine to me.' }
-    : { toolCalls: [{ name: 'ask_user', input: { question: 'Why not?' } }] };
-  const u = await t.userWithAgent();
-  await send(t, u, unique('Decide again'));
-  const [question] = (await listQuestions(t, u)).json().questions;
-  assert.equal(question.answer_type, 'text');
-  assert.equal((await answerOne(t, u, question.request_id, 'Because.')).accepted, false);
-});
+for (const [what, judge] of [
+  ['without calling judge_answer', { text: 'Looks fine to me.' }],
+  ['with a judge_answer call that gives no verdict', { toolCalls: [{ name: 'judge_answer', input: { reason: 'Seems fine' } }] }],
+] as const) {
+  test(`a judge that answers ${what} is a failure too, not an acceptance`, async () => {
+    provider.script = (request) => isJudge(request) ? judge : { toolCalls: [{ name: 'ask_user', input: { question: 'Why not?' } }] };
+    const u = await t.userWithAgent();
+    await send(t, u, unique('Decide again'));
+    const [question] = (await listQuestions(t, u)).json().questions;
+    assert.equal(question.answer_type, 'text');
+    const refused = await answerOne(t, u, question.request_id, 'Because.');
+    assert.equal(refused.accepted, false);
+    assert.match(refused.reason, /could not be judged just now/);
+  });
+}

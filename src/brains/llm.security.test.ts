@@ -63,7 +63,9 @@ describe('the real server process', () => {
       let output = '';
       child.stdout.on('data', (chunk: Buffer) => { output += chunk; });
       child.stderr.on('data', (chunk: Buffer) => { output += chunk; });
-      const code = await new Promise((resolve) => child.once('exit', resolve));
+      // Bounded: a server that starts after all is stopped, and the test fails.
+      const started = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      const code = await new Promise((resolve) => child.once('exit', resolve)).finally(() => clearTimeout(started));
       assert.equal(code, 1, output);
       assert.match(output, new RegExp(`^agent-channel: ${refusal.source}`));
       assert.ok(!output.includes(KEY), output);

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 /** What the model answers: its text and tool calls (in the protocol the request came in). */
 export interface ModelAnswer {
   text?: string;
-  toolCalls?: Array<{ name: string; input: unknown }>;
+  toolCalls?: ReadonlyArray<{ name: string; input: unknown }>;
 }
 
 export type ScriptedReply =
