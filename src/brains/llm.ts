@@ -6,7 +6,7 @@ import type { AnswerVerdict, Brain, BrainContext, BrainInput, BrainResult, Histo
 import { BrainFailure } from './brain.ts';
 import { isAnswerType, judgeByType, notAMemberReply, questionAskedReply } from './questions.ts';
 import { actionDraftedReply, noToolReply, STOPPED_REPLY, type ToolRegistry } from './tools.ts';
-import { isLongerThan, isUnstorableText, TEXT_MAX_LENGTH } from '../domain/problems.ts';
+import { isLongerThan, isUnstorableText, REASON_MAX_LENGTH, TEXT_MAX_LENGTH } from '../domain/problems.ts';
 
 export type ModelProvider = 'openai-compatible' | 'anthropic';
 
@@ -38,7 +38,7 @@ export const DEFAULT_SYSTEM_PROMPT = [
 /** The reply and the turn's failure text when the model gives no usable answer (its own words are never shown). */
 export const MODEL_FAILED_TEXT = 'The agent could not process this message: its model gave no usable answer.';
 
-/** What the transcript and the tables take (the API's own limits), so that nothing the model writes is refused when stored. */
+/** A kind is a word naming a tool; a longer one is cut (the other texts are cut to the API's own limits). */
 const MAX_KIND_LENGTH = 200;
 
 // Tools have no `execute`: a call ends the model's step, and the turn worker turns it into a
@@ -122,7 +122,7 @@ export class LlmBrain implements Brain {
       if (!verdict.success) throw this.unusable({ requestId: question.requestId }, 'no judge_answer call');
       if (verdict.data.accepted) return { accepted: true };
       const reason = storable(verdict.data.reason?.trim() ?? '');
-      return { accepted: false, reason: cut(reason === '' ? 'The answer does not give what the question asked for.' : reason, REASON_LENGTH) };
+      return { accepted: false, reason: cut(reason === '' ? 'The answer does not give what the question asked for.' : reason, REASON_MAX_LENGTH) };
     } catch (error) {
       if (!(error instanceof BrainFailure)) throw error;
       // Refused rather than let through: the person sends the answer again.
@@ -244,9 +244,6 @@ function routeSdkWarnings(warn: ModelWarning): void {
     }
   };
 }
-
-/** Refusal reasons are sent back in an answer's result: kept to the size of a decision's reason. */
-const REASON_LENGTH = 2000;
 
 function languageModel(settings: ModelSettings): LanguageModel {
   // The key is passed even when empty: the SDKs would otherwise read their own environment

@@ -68,6 +68,9 @@ export function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown, field = ''
 
 export const TEXT_MAX_LENGTH = 32_000;
 
+/** The longest reason: a decision's (contract §5), or an answer's refusal. */
+export const REASON_MAX_LENGTH = 2000;
+
 /**
  * Is `text` longer than `max` characters, counting characters as Unicode code points (so an
  * emoji is one)? The one length rule of every text limit. Only counts code points when the

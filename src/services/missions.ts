@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Brain } from '../brains/brain.ts';
 import { looksLikeId } from '../domain/ids.ts';
 import { pageLimit } from '../domain/paging.ts';
-import { isLongerThan, isUnstorableText, Problem, TEXT_MAX_LENGTH, UNSTORABLE_TEXT_RULE } from '../domain/problems.ts';
+import { isLongerThan, isUnstorableText, Problem, REASON_MAX_LENGTH, TEXT_MAX_LENGTH, UNSTORABLE_TEXT_RULE } from '../domain/problems.ts';
 import { enqueueJob, openContinuationPayloads } from '../engine/queue-sql.ts';
 import type { Stage } from '../engine/transactions.ts';
 import type { TurnEngine } from '../engine/turn-engine.ts';
@@ -14,7 +14,6 @@ import type { JobPayload } from './turn-worker.ts';
 
 /** Entries per bulk request (contract §5, §6). */
 export const MAX_BULK_ENTRIES = 100;
-export const REASON_MAX_LENGTH = 2000;
 
 export const DECISIONS = ['approve', 'approve_same_type', 'reject'] as const;
 export type Decision = (typeof DECISIONS)[number];

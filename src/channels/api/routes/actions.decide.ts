@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { DECISIONS, MAX_BULK_ENTRIES, REASON_MAX_LENGTH } from '../../../services/missions.ts';
+import { REASON_MAX_LENGTH } from '../../../domain/problems.ts';
+import { DECISIONS, MAX_BULK_ENTRIES } from '../../../services/missions.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
 import { BODY_PROBLEMS, COMMON_PROBLEMS, EXAMPLE_IDS, problemResponse } from '../schemas.ts';

@@ -5,8 +5,8 @@ import { setFlash, takeFlash, type Flash } from '../flash.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { csrfField, notice, time } from '../layout.ts';
 import { PAGE_LIMIT } from '../../../domain/paging.ts';
-import { TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
-import { DECISIONS, REASON_MAX_LENGTH as REASON_MAX, type Decision } from '../../../services/missions.ts';
+import { REASON_MAX_LENGTH as REASON_MAX, TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
+import { DECISIONS, type Decision } from '../../../services/missions.ts';
 import { preview, waitingOnYou } from './conversations.ts';
 
 /** The most actions, and questions, the inbox shows at once (the oldest first): the largest page a list gives. */
