@@ -62,6 +62,32 @@ for (const [what, reply, failure, statusCode] of [
   });
 }
 
+test('a shutdown aborts a model call under way (the provider sees it given up) without calling it a failure, and the turn runs again at the next start', { timeout: 60_000 }, async () => {
+  let hang = true;
+  const own = await startFakeModelProvider(() => (hang ? { hang: true } : { text: 'Answered after the restart.' }));
+  const ownWarnings: unknown[] = [];
+  let app = await startTestApp(
+    { model: { provider: 'openai-compatible', name: 'm', baseUrl: own.baseUrl, apiKey: KEY, timeoutMs: 600_000, systemPrompt: null } },
+    { logWarning: (fields) => ownWarnings.push(fields) },
+  );
+  try {
+    const u = await app.userWithAgent();
+    const accepted = await sendNoWait(app, u, unique('Before the shutdown'));
+    while (own.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    hang = false;
+    app = await app.restart(); // a grace of 0: the running turn is aborted at once
+    const deadline = Date.now() + 10_000; // bounded: without the abort the call would wait for its 10 min timeout
+    while (!own.requests[0]!.abandoned && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.equal(own.requests[0]!.abandoned, true);
+    const messages = await settledTranscript(app, u, accepted.session_id, 1);
+    assert.deepEqual(messages.filter((m) => m.role === 'agent').map((m) => [m.text, m.error]), [['Answered after the restart.', undefined]]);
+    assert.deepEqual(ownWarnings, [], 'a shutdown is no failed model call');
+  } finally {
+    await app.close();
+    await own.close();
+  }
+});
+
 test('past the wait ceiling (Prefer: wait=0) the failure is an error turn in the transcript', async () => {
   provider.script = () => ({ status: 503, message: PROVIDER_TEXT });
   const u = await t.userWithAgent();

@@ -28,6 +28,8 @@ export interface RecordedRequest {
   path: string;
   headers: IncomingHttpHeaders;
   body: any;
+  /** The client gave up on the request before it was answered (an aborted call). */
+  abandoned: boolean;
 }
 
 export type Script = (request: RecordedRequest) => ScriptedReply | Promise<ScriptedReply>;
@@ -53,8 +55,9 @@ export async function startFakeModelProvider(script: Script = () => ({ text: 'He
       const protocol = req.method === 'POST' && path === '/v1/chat/completions' ? 'openai'
         : req.method === 'POST' && path === '/v1/messages' ? 'anthropic' : null;
       if (!protocol) return send(res, 404, { error: { message: `no route ${req.method} ${path}` } });
-      const recorded: RecordedRequest = { protocol, path, headers: req.headers, body: JSON.parse(raw) };
+      const recorded: RecordedRequest = { protocol, path, headers: req.headers, body: JSON.parse(raw), abandoned: false };
       requests.push(recorded);
+      res.on('close', () => { if (!res.writableEnded) recorded.abandoned = true; });
       Promise.resolve(provider.script(recorded)).then((reply) => answer(res, recorded, reply), (error: unknown) => {
         send(res, 500, { error: { message: `the test's script threw: ${(error as Error).message}` } });
       });
