@@ -88,6 +88,25 @@ test('a shutdown aborts a model call under way (the provider sees it given up) w
   }
 });
 
+test('a provider nobody answers at (connection refused): 502 agent_failed and a network_error warning', async () => {
+  const gone = await startFakeModelProvider();
+  await gone.close(); // its port now refuses connections
+  const ownWarnings: Array<Record<string, unknown>> = [];
+  const app = await startTestApp(
+    { model: { provider: 'openai-compatible', name: 'm', baseUrl: gone.baseUrl, apiKey: KEY, timeoutMs: 10_000, systemPrompt: null } },
+    { logWarning: (fields) => ownWarnings.push(fields) },
+  );
+  try {
+    const u = await app.userWithAgent();
+    const res = await app.inject({ method: 'POST', url: `${API}/messages`, headers: u.auth, payload: { text: unique('Anyone there?') } });
+    assert.equal(res.statusCode, 502, res.body);
+    assert.equal(res.json().code, 'agent_failed');
+    assert.deepEqual(ownWarnings.map((w) => [w.failure, w.statusCode]), [['network_error', null]]);
+  } finally {
+    await app.close();
+  }
+});
+
 test('past the wait ceiling (Prefer: wait=0) the failure is an error turn in the transcript', async () => {
   provider.script = () => ({ status: 503, message: PROVIDER_TEXT });
   const u = await t.userWithAgent();
@@ -125,6 +144,7 @@ test('a judge that fails refuses the text answer, saying it could not be judged;
   assert.equal(refused.accepted, false);
   assert.match(refused.reason, /could not be judged just now/);
   assert.ok(!JSON.stringify(refused).includes(PROVIDER_TEXT));
+  assert.deepEqual([warnings.at(-1)!.fields.requestId, warnings.at(-1)!.fields.statusCode], [question.request_id, 500]);
   judgeWorks = true;
   assert.equal((await answerOne(t, u, question.request_id, 'Because.')).accepted, true);
 });

@@ -117,7 +117,7 @@ export class LlmBrain implements Brain {
         messages: [{ role: 'user', content: `Question: ${question.text}\n\nAnswer: ${answer}` }],
         tools,
         toolChoice: { type: 'tool', toolName: 'judge_answer' },
-      }, null);
+      }, null, { requestId: question.requestId });
       const verdict = judgeAnswerInput.safeParse(result.toolCalls.find((call) => call.toolName === 'judge_answer' && !call.invalid)?.input);
       if (!verdict.success) throw this.unusable({ requestId: question.requestId }, 'no judge_answer call');
       if (verdict.data.accepted) return { accepted: true };
@@ -139,7 +139,7 @@ export class LlmBrain implements Brain {
         request_action: tool({ description: this.requestActionDescription(), inputSchema: requestActionInput }),
         ask_user: tool({ description: 'Ask a person a question; the task waits for an accepted answer.', inputSchema: askUserInput }),
       },
-    }, context);
+    }, context, jobIds(context));
     const text = cut(storable(result.text.trim()), TEXT_MAX_LENGTH);
     // One action or question per turn: the first usable call; the rest are ignored.
     for (const call of result.toolCalls) {
@@ -152,7 +152,7 @@ export class LlmBrain implements Brain {
         if (parsed.success) return this.draftQuestion(parsed.data, text, context);
       }
     }
-    if (text === '') throw this.unusable({ jobId: context.jobId, agentId: context.agentId, sessionId: context.sessionId }, 'no text and no usable tool call');
+    if (text === '') throw this.unusable(jobIds(context), 'no text and no usable tool call');
     return { reply: text };
   }
 
@@ -173,7 +173,7 @@ export class LlmBrain implements Brain {
   private async draftQuestion(call: z.infer<typeof askUserInput>, text: string, context: BrainContext): Promise<BrainResult> {
     const answerType = call.answer_type && isAnswerType(call.answer_type.trim()) ? call.answer_type.trim() : 'text';
     const questionText = cut(storable(call.question.trim()), TEXT_MAX_LENGTH);
-    if (questionText === '') throw this.unusable({ jobId: context.jobId, agentId: context.agentId, sessionId: context.sessionId }, 'an empty question');
+    if (questionText === '') throw this.unusable(jobIds(context), 'an empty question');
     const email = call.email?.trim() || null;
     let askedOfUserId: string | undefined;
     if (email) {
@@ -203,6 +203,7 @@ export class LlmBrain implements Brain {
   private async call(
     request: Pick<Parameters<typeof generateText<ToolSet>>[0], 'instructions' | 'tools' | 'toolChoice'> & { messages: ModelMessage[] },
     context: BrainContext | null,
+    ids: Record<string, unknown>,
   ) {
     const timeout = AbortSignal.timeout(this.settings.timeoutMs);
     const signal = context ? AbortSignal.any([context.signal, timeout]) : timeout;
@@ -210,10 +211,12 @@ export class LlmBrain implements Brain {
       return await generateText({ model: this.model, maxRetries: 0, abortSignal: signal, ...request });
     } catch (error) {
       if (context?.signal.aborted) throw error; // a shutdown: the engine puts the job back in line
-      const ids = context ? { jobId: context.jobId, agentId: context.agentId, sessionId: context.sessionId } : {};
       const statusCode = APICallError.isInstance(error) ? (error.statusCode ?? null) : null;
       // A 200 whose body is no answer (not JSON, not the protocol's shape) is an unusable answer, not an HTTP error.
-      const failure = timeout.aborted ? 'timeout' : statusCode !== null && statusCode >= 400 ? 'http_error' : 'no_usable_answer';
+      const failure = timeout.aborted ? 'timeout'
+        : statusCode !== null && statusCode >= 400 ? 'http_error'
+        : APICallError.isInstance(error) && statusCode === null ? 'network_error' // no HTTP answer at all
+        : 'no_usable_answer';
       this.warn({
         ...ids, provider: this.settings.provider, model: this.settings.name, failure, statusCode,
         errorName: error instanceof Error ? error.name : typeof error,
@@ -268,6 +271,11 @@ function conversation(history: HistoryTurn[], unitOfWork: string): ModelMessage[
   // A bounded history may begin with the agent's turn; providers want the person to speak first.
   while (messages[0]?.role === 'assistant') messages.shift();
   return messages;
+}
+
+/** What a warning names of the job a failed call was for. */
+function jobIds(context: BrainContext): Record<string, unknown> {
+  return { jobId: context.jobId, agentId: context.agentId, sessionId: context.sessionId };
 }
 
 /** Text every database stores as it is (see isUnstorableText): NUL and lone surrogates become U+FFFD. */
