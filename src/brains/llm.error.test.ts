@@ -107,6 +107,28 @@ test('a provider nobody answers at (connection refused): 502 agent_failed and a 
   }
 });
 
+test('anthropic: an overloaded provider (529, Anthropic\'s error body) is 502 agent_failed too, with the status in the warning', async () => {
+  const own = await startFakeModelProvider(() => ({ status: 529, message: PROVIDER_TEXT }));
+  const ownWarnings: Array<Record<string, unknown>> = [];
+  const app = await startTestApp(
+    { model: { provider: 'anthropic', name: 'claude-test', baseUrl: own.baseUrl, apiKey: KEY, timeoutMs: 10_000, systemPrompt: null } },
+    { logWarning: (fields) => ownWarnings.push(fields) },
+  );
+  try {
+    const u = await app.userWithAgent();
+    const res = await app.inject({ method: 'POST', url: `${API}/messages`, headers: u.auth, payload: { text: unique('Busy?') } });
+    assert.equal(res.statusCode, 502, res.body);
+    assert.ok(!res.body.includes(PROVIDER_TEXT) && !res.body.includes(KEY));
+    assert.equal(own.requests[0]!.protocol, 'anthropic');
+    const failures = ownWarnings.filter((w) => w.failure);
+    assert.deepEqual(failures.map((w) => [w.failure, w.statusCode]), [['http_error', 529]]);
+    assert.ok(!JSON.stringify(ownWarnings).includes(PROVIDER_TEXT));
+  } finally {
+    await app.close();
+    await own.close();
+  }
+});
+
 test('past the wait ceiling (Prefer: wait=0) the failure is an error turn in the transcript', async () => {
   provider.script = () => ({ status: 503, message: PROVIDER_TEXT });
   const u = await t.userWithAgent();
