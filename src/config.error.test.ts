@@ -97,13 +97,19 @@ test('MODEL_PROVIDER unset: the built-in agent, whatever the other MODEL_* say',
   assert.equal(loadConfig({ MODEL_PROVIDER: '', MODEL_NAME: 'x', MODEL_BASE_URL: 'notaurl' }).model, null);
 });
 
-test('MODEL_PROVIDER openai-compatible or anthropic, with MODEL_NAME; MODEL_TIMEOUT_MS bounded; MODEL_BASE_URL needed for openai-compatible', () => {
+test('MODEL_PROVIDER openai-compatible or anthropic, with MODEL_NAME; MODEL_TIMEOUT_MS, MODEL_HISTORY_CHARACTERS and MODEL_MAX_OUTPUT_TOKENS bounded; MODEL_BASE_URL needed for openai-compatible', () => {
   assert.deepEqual(loadConfig({ MODEL_PROVIDER: 'openai-compatible', MODEL_NAME: 'llama3.2', MODEL_BASE_URL: 'http://127.0.0.1:11434/v1/' }).model, {
     provider: 'openai-compatible', name: 'llama3.2', baseUrl: 'http://127.0.0.1:11434/v1', apiKey: null, timeoutMs: 120_000, systemPrompt: null,
+    historyCharacters: 32_000, maxOutputTokens: null,
   });
-  assert.deepEqual(loadConfig({ MODEL_PROVIDER: 'Anthropic', MODEL_NAME: 'claude-x', MODEL_API_KEY: 'sk-a', MODEL_TIMEOUT_MS: '30000', MODEL_SYSTEM_PROMPT: 'Be kind.' }).model, {
-    provider: 'anthropic', name: 'claude-x', baseUrl: null, apiKey: 'sk-a', timeoutMs: 30_000, systemPrompt: 'Be kind.',
+  assert.deepEqual(loadConfig({
+    MODEL_PROVIDER: 'Anthropic', MODEL_NAME: 'claude-x', MODEL_API_KEY: 'sk-a', MODEL_TIMEOUT_MS: '30000', MODEL_SYSTEM_PROMPT: 'Be kind.',
+    MODEL_HISTORY_CHARACTERS: '0', MODEL_MAX_OUTPUT_TOKENS: '4096',
+  }).model, {
+    provider: 'anthropic', name: 'claude-x', baseUrl: null, apiKey: 'sk-a', timeoutMs: 30_000, systemPrompt: 'Be kind.', historyCharacters: 0, maxOutputTokens: 4096,
   });
+  assert.throws(() => loadConfig({ MODEL_PROVIDER: 'anthropic', MODEL_NAME: 'c', MODEL_HISTORY_CHARACTERS: '-1' }), /^Error: MODEL_HISTORY_CHARACTERS must be an integer between 0 and 10000000 \(got "-1"\)$/);
+  assert.throws(() => loadConfig({ MODEL_PROVIDER: 'anthropic', MODEL_NAME: 'c', MODEL_MAX_OUTPUT_TOKENS: '0' }), /^Error: MODEL_MAX_OUTPUT_TOKENS must be an integer between 1 and 1000000 \(got "0"\)$/);
   assert.throws(() => loadConfig({ MODEL_PROVIDER: 'anthropic', MODEL_NAME: 'c', MODEL_TIMEOUT_MS: '999' }), /^Error: MODEL_TIMEOUT_MS must be an integer between 1000 and 600000 \(got "999"\)$/);
 });
 

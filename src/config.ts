@@ -1,6 +1,6 @@
 import proxyAddr from '@fastify/proxy-addr';
 import { resolve } from 'node:path';
-import type { ModelProvider, ModelSettings } from './brains/llm.ts';
+import { DEFAULT_HISTORY_CHARACTERS, type ModelProvider, type ModelSettings } from './brains/model-settings.ts';
 import { shownUrl } from './domain/shown-url.ts';
 import { isRateLimitStore, POSTGRES_LIMITER_NEEDS_POSTGRES, RATE_LIMIT_STORES, resolvedRateLimitStore, type RateLimitStore } from './ratelimit/select.ts';
 import { SQLITE_SYNCHRONOUS_MODES, type SqliteSynchronous } from './store/node-sqlite-adapter.ts';
@@ -132,6 +132,8 @@ function loadModelSettings(env: NodeJS.ProcessEnv): ModelSettings | null {
     apiKey: env.MODEL_API_KEY || null,
     timeoutMs: int(env, 'MODEL_TIMEOUT_MS', 120_000, 1_000, 600_000),
     systemPrompt: systemPrompt.trim() === '' ? null : systemPrompt,
+    historyCharacters: int(env, 'MODEL_HISTORY_CHARACTERS', DEFAULT_HISTORY_CHARACTERS, 0, 10_000_000),
+    maxOutputTokens: (env.MODEL_MAX_OUTPUT_TOKENS ?? '') === '' ? null : int(env, 'MODEL_MAX_OUTPUT_TOKENS', 0, 1, 1_000_000),
   };
 }
 
@@ -218,5 +220,9 @@ export function settingsForLog(config: Config): Record<string, unknown> {
     shutdownGraceMs: config.shutdownGraceMs,
     trustProxy: config.trustProxy,
     instanceId: config.instanceId,
+    // Which brain answers; the model's key is never named.
+    agents: config.model
+      ? { provider: config.model.provider, model: config.model.name, ...(config.model.baseUrl ? { baseUrl: shownUrl(config.model.baseUrl) } : {}) }
+      : 'built-in',
   };
 }

@@ -27,6 +27,7 @@ test('the server says at start which release it is and where its data goes, with
   assert.equal(line.node, process.versions.node);
   assert.equal(line.waitCeilingMs, 7000);
   assert.equal(line.instanceId, 'startup-test');
+  assert.equal(line.agents, 'built-in');
   if (TEST_DB === 'postgres') {
     assert.match(String(line.database), /^postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:5432\/test\?schema=t_/);
     assert.equal(line.rateLimitStore, 'postgres');

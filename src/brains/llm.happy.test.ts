@@ -6,7 +6,8 @@ import {
 import { startFakeModelProvider, lastUserText, messageText, systemPrompt, type FakeModelProvider, type RecordedRequest } from '../testing/fake-model-provider.ts';
 import { startTestApp, type TestApp } from '../testing/harness.ts';
 import { ToolRegistry } from './tools.ts';
-import { DEFAULT_SYSTEM_PROMPT, type ModelSettings } from './llm.ts';
+import { DEFAULT_SYSTEM_PROMPT } from './llm.ts';
+import type { ModelSettings } from './model-settings.ts';
 
 /** The model-backed brain against a local server speaking the providers' HTTP protocols (MODEL_PROVIDER set). */
 const KEY = 'sk-test-happy-key';
@@ -201,6 +202,33 @@ describe('a deployment\'s registered tools', () => {
     assert.match(requestAction.function.description, /"lookup" \(Looks a word up; runs without asking\)/);
     assert.equal(first.headers.authorization, undefined);
     assert.equal(systemPrompt(first), DEFAULT_SYSTEM_PROMPT);
+  });
+});
+
+describe('bounds set by MODEL_HISTORY_CHARACTERS and MODEL_MAX_OUTPUT_TOKENS', () => {
+  let provider: FakeModelProvider;
+  let t: TestApp;
+  before(async () => {
+    provider = await startFakeModelProvider();
+    t = await startTestApp({ model: { provider: 'openai-compatible', name: 'm', baseUrl: provider.baseUrl, apiKey: null, timeoutMs: 10_000, systemPrompt: null, historyCharacters: 70, maxOutputTokens: 123 } });
+  });
+  after(async () => {
+    await t.close();
+    await provider.close();
+  });
+
+  test('only the latest earlier turns that fit the history\'s characters go along, each whole, and the message itself always; max_tokens is sent', async () => {
+    provider.script = (request) => ({ text: `Re: ${lastUserText(request)}` });
+    const u = await t.userWithAgent();
+    const [a, b, c] = ['a'.repeat(30), 'b'.repeat(30), 'c'.repeat(100)];
+    const { sessionId } = await send(t, u, a);
+    await send(t, u, b, sessionId);
+    await send(t, u, c, sessionId);
+    // Before c: a (30), Re: a (34), b (30), Re: b (34). From the latest back, Re: b and b make 64
+    // characters; Re: a would make 98, past 70. c, longer than 70 alone, goes whole all the same.
+    const last = provider.requests.at(-1)!;
+    assert.deepEqual(last.body.messages.filter((m: any) => m.role !== 'system').map((m: any) => messageText(m)), [b, `Re: ${b}`, c]);
+    assert.equal(last.body.max_tokens, 123);
   });
 });
 

@@ -40,6 +40,9 @@ describe('the real server process', () => {
       assert.equal(warnings[0].sessionId, sent.body.session_id);
       assert.equal(warnings[0].agentId, seeded.agentIds[0]);
       assert.equal(typeof warnings[0].jobId, 'number');
+      // The start-up line names the model the agents answer with, not its key.
+      const started = lines.find((line) => / serving$/.test(line.msg));
+      assert.deepEqual(started?.agents, { provider: 'openai-compatible', model: 'test-model', baseUrl: provider.baseUrl });
       for (const leak of [KEY, PROVIDER_TEXT]) {
         assert.ok(!server.output().includes(leak), `${leak} in the log:\n${server.output()}`);
         assert.ok(!JSON.stringify(sent.body).includes(leak) && !JSON.stringify(transcript).includes(leak), leak);

@@ -4,25 +4,10 @@ import { APICallError, generateText, tool, type LanguageModel, type ModelMessage
 import { z } from 'zod';
 import type { AnswerVerdict, Brain, BrainContext, BrainInput, BrainResult, HistoryTurn, QuestionRef } from './brain.ts';
 import { BrainFailure } from './brain.ts';
+import { DEFAULT_HISTORY_CHARACTERS, type ModelSettings } from './model-settings.ts';
 import { isAnswerType, judgeByType, notAMemberReply, questionAskedReply } from './questions.ts';
 import { actionDraftedReply, noToolReply, STOPPED_REPLY, type ToolRegistry } from './tools.ts';
 import { isLongerThan, isUnstorableText, REASON_MAX_LENGTH, TEXT_MAX_LENGTH } from '../domain/problems.ts';
-
-export type ModelProvider = 'openai-compatible' | 'anthropic';
-
-/** The model agents answer with (MODEL_* in config.ts, where each is checked). */
-export interface ModelSettings {
-  provider: ModelProvider;
-  name: string;
-  /** Null: the provider's own (Anthropic's API); openai-compatible always has one. */
-  baseUrl: string | null;
-  /** A secret: sent to the provider only, never logged nor put in an error or a turn. */
-  apiKey: string | null;
-  /** The longest one model call may take. */
-  timeoutMs: number;
-  /** Null: DEFAULT_SYSTEM_PROMPT. */
-  systemPrompt: string | null;
-}
 
 /** One warning about a model call that failed: what went wrong, never the provider's text or the key. */
 export type ModelWarning = (fields: Record<string, unknown>, message: string) => void;
@@ -134,7 +119,7 @@ export class LlmBrain implements Brain {
   private async converse(context: BrainContext, unitOfWork: string): Promise<BrainResult> {
     const result = await this.call({
       instructions: this.settings.systemPrompt ?? DEFAULT_SYSTEM_PROMPT,
-      messages: conversation(await context.history(), unitOfWork),
+      messages: conversation(await context.history(), unitOfWork, this.settings.historyCharacters ?? DEFAULT_HISTORY_CHARACTERS),
       tools: {
         request_action: tool({ description: this.requestActionDescription(), inputSchema: requestActionInput }),
         ask_user: tool({ description: 'Ask a person a question; the task waits for an accepted answer.', inputSchema: askUserInput }),
@@ -208,7 +193,10 @@ export class LlmBrain implements Brain {
     const timeout = AbortSignal.timeout(this.settings.timeoutMs);
     const signal = context ? AbortSignal.any([context.signal, timeout]) : timeout;
     try {
-      return await generateText({ model: this.model, maxRetries: 0, abortSignal: signal, ...request });
+      return await generateText({
+        model: this.model, maxRetries: 0, abortSignal: signal,
+        ...(this.settings.maxOutputTokens ? { maxOutputTokens: this.settings.maxOutputTokens } : {}), ...request,
+      });
     } catch (error) {
       if (context?.signal.aborted) throw error; // a shutdown: the engine puts the job back in line
       const statusCode = APICallError.isInstance(error) ? (error.statusCode ?? null) : null;
@@ -263,10 +251,15 @@ function languageModel(settings: ModelSettings): LanguageModel {
  * continuation's note) as the person's latest. A message's own turn is taken out of the history
  * and put last: replies to earlier messages may have been written after it while it waited.
  */
-function conversation(history: HistoryTurn[], unitOfWork: string): ModelMessage[] {
+function conversation(history: HistoryTurn[], unitOfWork: string, historyCharacters: number): ModelMessage[] {
   const own = history.findLastIndex((turn) => turn.role === 'user' && turn.text === unitOfWork);
   const earlier = own === -1 ? history : history.toSpliced(own, 1);
-  const messages: ModelMessage[] = earlier.map((turn) => ({ role: turn.role === 'user' ? 'user' : 'assistant', content: turn.text }));
+  // The latest turns that fit in historyCharacters, a turn whole or not at all.
+  let first = earlier.length;
+  for (let characters = 0; first > 0 && characters + earlier[first - 1]!.text.length <= historyCharacters; first--) {
+    characters += earlier[first - 1]!.text.length;
+  }
+  const messages: ModelMessage[] = earlier.slice(first).map((turn) => ({ role: turn.role === 'user' ? 'user' : 'assistant', content: turn.text }));
   messages.push({ role: 'user', content: unitOfWork });
   // A bounded history may begin with the agent's turn; providers want the person to speak first.
   while (messages[0]?.role === 'assistant') messages.shift();
