@@ -89,15 +89,19 @@ export function parseTrustProxy(raw: string | undefined): boolean | string[] {
  * a password.
  */
 function checkRedisUrl(raw: string): void {
+  checkUrlSetting('REDIS_URL', raw, ['redis:', 'rediss:'], 'a redis:// or rediss:// URL, such as redis://127.0.0.1:6379 or rediss://:password@host:6380/0');
+}
+
+/** A URL setting of one of `protocols`, refused saying what it must be; only a parsed value's protocol is echoed (a URL may hold a password). */
+function checkUrlSetting(name: string, raw: string, protocols: string[], mustBe: string): void {
   let url: URL | null = null;
   try {
     url = new URL(raw);
   } catch {
     // said below
   }
-  if (url?.protocol === 'redis:' || url?.protocol === 'rediss:') return;
-  throw new Error('REDIS_URL must be a redis:// or rediss:// URL, such as redis://127.0.0.1:6379 or rediss://:password@host:6380/0 '
-    + `(${url ? `got "${url.protocol}…"` : 'it cannot be read as a URL'})`);
+  if (url && protocols.includes(url.protocol)) return;
+  throw new Error(`${name} must be ${mustBe} (${url ? `got "${url.protocol}…"` : 'it cannot be read as a URL'})`);
 }
 
 const MODEL_PROVIDERS: readonly ModelProvider[] = ['openai-compatible', 'anthropic'];
@@ -138,15 +142,7 @@ function loadModelSettings(env: NodeJS.ProcessEnv): ModelSettings | null {
 }
 
 function checkModelBaseUrl(raw: string): void {
-  let url: URL | null = null;
-  try {
-    url = new URL(raw);
-  } catch {
-    // said below
-  }
-  if (url?.protocol === 'http:' || url?.protocol === 'https:') return;
-  throw new Error('MODEL_BASE_URL must be an http:// or https:// URL, such as http://127.0.0.1:11434/v1 '
-    + `(${url ? `got "${url.protocol}…"` : 'it cannot be read as a URL'})`);
+  checkUrlSetting('MODEL_BASE_URL', raw, ['http:', 'https:'], 'an http:// or https:// URL, such as http://127.0.0.1:11434/v1');
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
