@@ -64,7 +64,7 @@ export interface BrainContext {
   sessionId: string;
   senderUserId: string;
   signal: AbortSignal;
-  /** The session's latest turns, oldest first: a message's own turn included, messages queued behind it not. */
+  /** The session's latest turns, oldest first: a message's own turn included, messages queued behind this unit of work (a message or a continuation) not. */
   history(): Promise<HistoryTurn[]>;
   newOperationId(): string;
   newRequestId(): string;

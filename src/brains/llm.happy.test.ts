@@ -66,6 +66,29 @@ describe('openai-compatible', () => {
     assert.deepEqual(ofB.body.messages.filter((m: any) => m.role !== 'system').map((m: any) => messageText(m)), [a, `Re: ${a}`, b]);
   });
 
+  test('a continuation\'s history leaves out a message queued behind it too', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => { release = resolve; });
+    const [ask, hold, behind] = [unique('Email the minutes'), unique('Hold the line'), unique('Queued behind the approval')];
+    provider.script = async (request) => {
+      const last = lastUserText(request);
+      if (last === ask) return { toolCalls: [{ name: 'request_action', input: { kind: 'email', summary: 'Email the minutes' } }] };
+      if (last === hold) await gate; // holds the agent's line while the approval and then `behind` are queued
+      return { text: /approved your action/.test(last) ? 'Sent.' : `Re: ${last}` };
+    };
+    const u = await t.userWithAgent();
+    const sent = await send(t, u, ask);
+    await sendNoWait(t, u, hold, sent.sessionId);
+    const [action] = (await listActions(t, u)).json().actions;
+    await decideOne(t, u, { operation_id: action.operation_id, decision: 'approve' });
+    await sendNoWait(t, u, behind, sent.sessionId);
+    release();
+    assert.deepEqual(agentTexts(await settledTranscript(t, u, sent.sessionId, 4)).slice(1), [`Re: ${hold}`, 'Sent.', `Re: ${behind}`]);
+    const approved = provider.requests.find((request) => /approved your action/.test(lastUserText(request)))!;
+    assert.deepEqual(approved.body.messages.filter((m: any) => m.role !== 'system').map((m: any) => messageText(m)).slice(0, -1),
+      [ask, agentTexts(await settledTranscript(t, u, sent.sessionId, 4))[0], hold, `Re: ${hold}`]);
+  });
+
   test('request_action → a pending action; approved → the model is told it is done and its reply lands in the transcript', async () => {
     const summary = unique('Email the report to Ann');
     provider.script = (request) => /approved your action/.test(lastUserText(request))

@@ -18,7 +18,7 @@ const JOB_COLUMNS = ['id', 'agent_id', 'session_id', 'user_id', 'kind', 'payload
 // PostgreSQL plan) use the partial indexes over unfinished jobs as history grows.
 const isQueued = sql<boolean>`status = 'queued'`;
 const isRunning = sql<boolean>`status = 'running'`;
-const isOpen = sql<boolean>`status in ('queued', 'running')`;
+export const isOpen = sql<boolean>`status in ('queued', 'running')`;
 // The same, in the words of jobs_line's condition, which a statement must repeat for SQLite to
 // use that index. Said as "not finished" so that SQLite seeks on the statement's own
 // `status = 'running'` (or 'queued'), where an `in` list would make it read both.

@@ -3,7 +3,7 @@ import type { Brain, BrainInput, BrainResult } from '../brains/brain.ts';
 import { BrainFailure } from '../brains/brain.ts';
 import { noToolReply, type ToolRegistry } from '../brains/tools.ts';
 import { newId } from '../domain/ids.ts';
-import { enqueueJob } from '../engine/queue-sql.ts';
+import { enqueueJob, isOpen } from '../engine/queue-sql.ts';
 import type { Stage } from '../engine/transactions.ts';
 import type { Finisher, JobHandler } from '../engine/turn-engine.ts';
 import { appendTurn, appendTurnIfSessionExists } from '../store/repos/transcript.ts';
@@ -106,10 +106,17 @@ export class TurnWorker implements JobHandler {
       sessionId: job.session_id,
       senderUserId: job.user_id,
       signal,
-      // Messages queued behind this one are not part of its history yet (the replies written so far are).
-      history: async () => (await db.selectFrom('turns').select(['role', 'text']).where('session_id', '=', job.session_id)
-        .$if(job.user_turn_id !== null, (q) => q.where((eb) => eb.or([eb('role', '=', 'agent'), eb('id', '<=', job.user_turn_id!)])))
-        .orderBy('ts', 'desc').limit(HISTORY_TURNS).execute()).reverse(),
+      // Messages queued behind this unit of work (a message or a continuation) are not part of its
+      // history yet (the replies written so far are): user turns from the first one on are left out.
+      history: async () => {
+        const behind = await db.selectFrom('jobs').select((eb) => eb.fn.min('user_turn_id').as('first'))
+          .where('session_id', '=', job.session_id).where(isOpen).where('id', '>', job.id)
+          .executeTakeFirst();
+        const firstBehind = behind?.first == null ? null : Number(behind.first);
+        return (await db.selectFrom('turns').select(['role', 'text']).where('session_id', '=', job.session_id)
+          .$if(firstBehind !== null, (q) => q.where((eb) => eb.or([eb('role', '=', 'agent'), eb('id', '<', firstBehind!)])))
+          .orderBy('ts', 'desc').limit(HISTORY_TURNS).execute()).reverse();
+      },
       newOperationId: () => newId('action'),
       newRequestId: () => newId('question'),
       findWorkspaceMember: async (email: string) => {
