@@ -5,7 +5,7 @@ import { agentTexts, listActions, listQuestions, memberOfOwnersWorkspace, send, 
 import { startFakeModelProvider, type FakeModelProvider } from '../testing/fake-model-provider.ts';
 import { databaseEnv, seededDatabase, startTestApp, type TestApp } from '../testing/harness.ts';
 import { BIN, postMessage, startServerProcess, transcriptFrom } from '../testing/server-process.ts';
-import { TEXT_MAX_LENGTH } from '../domain/problems.ts';
+import { isLongerThan, TEXT_MAX_LENGTH } from '../domain/problems.ts';
 
 /** The model's key and the provider's words stay out of every answer, turn and log line; what the model writes is kept within bounds. */
 const KEY = 'sk-test-security-key-5a4b3c2d1e';
@@ -117,6 +117,20 @@ describe('what the model writes', () => {
     assert.equal([...long.reply].length, TEXT_MAX_LENGTH);
     assert.ok(long.reply.endsWith('😀…'));
     assert.equal(agentTexts(await settledTranscript(t, u, long.sessionId, 1)).at(-1), long.reply);
+  });
+
+  test('an answer_type or an email no database stores as it is, or an answer_type of unbounded length, is not stored: the type becomes text, the email asks nobody', async () => {
+    const u = await t.userWithAgent();
+    for (const answerType of [`choice:${'a|'.repeat(50_000)}b`, 'choice:a\u0000|b', 'choice:a|b\uD800']) {
+      provider.script = () => ({ toolCalls: [{ name: 'ask_user', input: { question: 'Which one?', answer_type: answerType } }] });
+      const sent = await send(t, u, unique('Ask a typed question'));
+      const [question] = (await listQuestions(t, u)).json().questions.filter((q: any) => sent.reply.includes(q.request_id));
+      assert.equal(question?.answer_type.slice(0, 100), 'text', JSON.stringify(sent.reply.slice(0, 200)));
+      assert.ok(!isLongerThan(sent.reply, TEXT_MAX_LENGTH + 200), 'the reply is bounded');
+    }
+    provider.script = () => ({ toolCalls: [{ name: 'ask_user', input: { question: 'Your budget?', email: 'a\u0000@example.test' } }] });
+    const refused = await send(t, u, unique('Ask someone odd'));
+    assert.equal(refused.reply, 'a\uFFFD@example.test is not a member of this agent\'s workspace, so no question was asked.');
   });
 
   test(`an action whose details are longer than ${TEXT_MAX_LENGTH} characters is not drafted, and the agent says so`, async () => {

@@ -25,6 +25,10 @@ export const MODEL_FAILED_TEXT = 'The agent could not process this message: its 
 
 /** A kind is a word naming a tool; a longer one is cut (the other texts are cut to the API's own limits). */
 const MAX_KIND_LENGTH = 200;
+/** The longest answer_type kept (a choice list); a longer one becomes text. */
+const MAX_ANSWER_TYPE_LENGTH = 1000;
+/** The longest email address (RFC 5321's path); a longer one names nobody. */
+const MAX_EMAIL_LENGTH = 254;
 
 // Tools have no `execute`: a call ends the model's step, and the turn worker turns it into a
 // pending action or an open question. Their inputs are checked here, not by the SDK, so that a
@@ -156,14 +160,17 @@ export class LlmBrain implements Brain {
   }
 
   private async draftQuestion(call: z.infer<typeof askUserInput>, text: string, context: BrainContext): Promise<BrainResult> {
-    const answerType = call.answer_type && isAnswerType(call.answer_type.trim()) ? call.answer_type.trim() : 'text';
+    // A type no database stores as it is, or longer than any list of choices needs, is no type either.
+    const type = call.answer_type?.trim() ?? '';
+    const answerType = isAnswerType(type) && !isUnstorableText(type) && !isLongerThan(type, MAX_ANSWER_TYPE_LENGTH) ? type : 'text';
     const questionText = cut(storable(call.question.trim()), TEXT_MAX_LENGTH);
     if (questionText === '') throw this.unusable(jobIds(context), 'an empty question');
-    const email = call.email?.trim() || null;
+    // Storable and of an address's length before it is looked up (PostgreSQL refuses a NUL in a query's text).
+    const email = cut(storable(call.email?.trim() ?? ''), MAX_EMAIL_LENGTH) || null;
     let askedOfUserId: string | undefined;
     if (email) {
       const member = await context.findWorkspaceMember(email);
-      if (!member) return { reply: notAMemberReply(cut(storable(email), 254)) };
+      if (!member) return { reply: notAMemberReply(email) };
       askedOfUserId = member.userId;
     }
     const draft = { requestId: context.newRequestId(), text: questionText, answerType, ...(askedOfUserId ? { askedOfUserId } : {}) };
