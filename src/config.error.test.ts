@@ -121,6 +121,9 @@ test('a model setting that cannot work is refused with what to set, never echoin
     [{ MODEL_PROVIDER: 'openai-compatible', MODEL_NAME: 'm' }, /^Error: MODEL_BASE_URL is required with MODEL_PROVIDER=openai-compatible: .*http:\/\/127\.0\.0\.1:11434\/v1 \(Ollama\)/],
     [{ MODEL_PROVIDER: 'openai-compatible', MODEL_NAME: 'm', MODEL_BASE_URL: `localhost:11434/${secret}` }, /^Error: MODEL_BASE_URL must be an http:\/\/ or https:\/\/ URL, .* \(got "localhost:…"\)$/],
     [{ MODEL_PROVIDER: 'anthropic', MODEL_NAME: 'm', MODEL_BASE_URL: `http://u:${secret}@[bad/v1` }, /^Error: MODEL_BASE_URL must be an http:\/\/ or https:\/\/ URL, .* \(it cannot be read as a URL\)$/],
+    // fetch refuses a URL with credentials: every call would fail, and the start-up line would show the user name.
+    [{ MODEL_PROVIDER: 'openai-compatible', MODEL_NAME: 'm', MODEL_BASE_URL: `https://${secret}@api.example.test/v1` }, /^Error: MODEL_BASE_URL must not hold a user name or password: the key goes in MODEL_API_KEY$/],
+    [{ MODEL_PROVIDER: 'anthropic', MODEL_NAME: 'm', MODEL_BASE_URL: `https://u:${secret}@api.example.test/v1` }, /^Error: MODEL_BASE_URL must not hold a user name or password: the key goes in MODEL_API_KEY$/],
   ];
   for (const [env, refusal] of cases) {
     assert.throws(() => loadConfig({ ...env, MODEL_API_KEY: secret }), (error: Error) => {

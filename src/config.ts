@@ -143,6 +143,9 @@ function loadModelSettings(env: NodeJS.ProcessEnv): ModelSettings | null {
 
 function checkModelBaseUrl(raw: string): void {
   checkUrlSetting('MODEL_BASE_URL', raw, ['http:', 'https:'], 'an http:// or https:// URL, such as http://127.0.0.1:11434/v1');
+  // fetch refuses a URL with credentials (every call would fail), and the start-up line shows the user name.
+  const url = new URL(raw);
+  if (url.username !== '' || url.password !== '') throw new Error('MODEL_BASE_URL must not hold a user name or password: the key goes in MODEL_API_KEY');
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
