@@ -4,6 +4,7 @@ import { answerOne, decideOne, listActions, listQuestions, send, sendNoWait, set
 import { startFakeModelProvider, lastUserText, type FakeModelProvider, type RecordedRequest } from '../testing/fake-model-provider.ts';
 import { API, startTestApp, type TestApp, type TestUser } from '../testing/harness.ts';
 import { MODEL_FAILED_TEXT } from './llm.ts';
+import { ToolRegistry } from './tools.ts';
 
 /** A model call that fails (HTTP error, timeout, malformed or unusable answer): 502 agent_failed, an error turn, one warning. */
 const KEY = 'sk-test-error-key-0123456789';
@@ -82,6 +83,34 @@ test('a shutdown aborts a model call under way (the provider sees it given up) w
     const messages = await settledTranscript(app, u, accepted.session_id, 1);
     assert.deepEqual(messages.filter((m) => m.role === 'agent').map((m) => [m.text, m.error]), [['Answered after the restart.', undefined]]);
     assert.deepEqual(ownWarnings, [], 'a shutdown is no failed model call');
+  } finally {
+    await app.close();
+    await own.close();
+  }
+});
+
+test('a shutdown while the model words the reply to an approved action that ran: the action is done ("Done: <summary>") and its tool does not run again at the next start', { timeout: 60_000 }, async () => {
+  let hang = true;
+  const own = await startFakeModelProvider((request) => /approved your action/.test(lastUserText(request))
+    ? (hang ? { hang: true } : { text: 'Sent after the restart.' })
+    : { toolCalls: [{ name: 'request_action', input: { kind: 'email', summary: 'Email Di' } }] });
+  const ran: string[] = [];
+  const tools = new ToolRegistry().register({ kind: 'email', needsPermission: true, description: 'Sends an email', run: async (action) => { ran.push(action.operationId); } });
+  let app = await startTestApp({ model: { provider: 'openai-compatible', name: 'm', baseUrl: own.baseUrl, apiKey: KEY, timeoutMs: 600_000, systemPrompt: null } }, { tools });
+  try {
+    const u = await app.userWithAgent();
+    const sent = await send(app, u, unique('Write to Di'));
+    const [action] = (await listActions(app, u)).json().actions;
+    await decideOne(app, u, { operation_id: action.operation_id, decision: 'approve' });
+    while (!own.requests.some((request) => /approved your action/.test(lastUserText(request)))) await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.deepEqual(ran, [action.operation_id]);
+    hang = false;
+    app = await app.restart(); // a grace of 0: the running turn is aborted at once
+    const messages = await settledTranscript(app, u, sent.sessionId, 2);
+    assert.deepEqual(messages.filter((m) => m.role === 'agent').map((m) => [m.text, m.error]).at(-1), ['Done: Email Di', undefined]);
+    assert.deepEqual(ran, [action.operation_id], 'the tool ran once');
+    const row = await app.runtime.store.db.selectFrom('actions').select('status').where('id', '=', action.operation_id).executeTakeFirstOrThrow();
+    assert.equal(row.status, 'done');
   } finally {
     await app.close();
     await own.close();

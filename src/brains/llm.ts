@@ -81,8 +81,9 @@ export class LlmBrain implements Brain {
         try {
           return { ...(await this.converse(context, note)), executed: true };
         } catch (error) {
-          // The action ran: a model that cannot word the reply must not make it look failed.
-          if (context.signal.aborted || !(error instanceof BrainFailure)) throw error;
+          // The action ran: a model that cannot word the reply must not make it look failed, nor
+          // a shutdown while it does make it run again at the next start (the lease is still held).
+          if (!context.signal.aborted && !(error instanceof BrainFailure)) throw error;
           return { reply: `Done: ${input.action.summary}`, executed: true };
         }
       }
