@@ -133,6 +133,13 @@ describe('what the model writes', () => {
     assert.equal(refused.reply, 'a\uFFFD@example.test is not a member of this agent\'s workspace, so no question was asked.');
   });
 
+  test('details holding text no database stores as it is (NUL, a lone surrogate, in a key or a value) are listed with U+FFFD instead', async () => {
+    const u = await t.userWithAgent();
+    provider.script = () => ({ toolCalls: [{ name: 'request_action', input: { kind: 'note', summary: 'Note it', details: { 'k\u0000ey': ['a\u0000b', { deep: 'c\uD800d' }], n: 1 } } }] });
+    await send(t, u, unique('Odd details'));
+    assert.deepEqual((await listActions(t, u)).json().actions.map((a: any) => a.details), [{ 'k\uFFFDey': ['a\uFFFDb', { deep: 'c\uFFFDd' }], n: 1 }]);
+  });
+
   test(`an action whose details are longer than ${TEXT_MAX_LENGTH} characters is not drafted, and the agent says so`, async () => {
     const u = await t.userWithAgent();
     provider.script = () => ({ toolCalls: [{ name: 'request_action', input: { kind: 'upload', summary: 'Upload it', details: { body: 'x'.repeat(TEXT_MAX_LENGTH) } } }] });

@@ -151,11 +151,11 @@ export class LlmBrain implements Brain {
     const tool = kind === '' ? null : context.toolFor(kind);
     if (!tool) return { reply: noToolReply(kind) };
     const summary = cut(storable(call.summary.trim()), TEXT_MAX_LENGTH);
-    const details = call.details ?? {};
     // Details are shown to whoever decides: cut short they would be approved unseen, so they are refused instead.
-    if (isLongerThan(JSON.stringify(details), TEXT_MAX_LENGTH)) {
+    if (isLongerThan(JSON.stringify(call.details ?? {}), TEXT_MAX_LENGTH)) {
       return { reply: `I can't draft that "${kind}" action: its details are longer than ${TEXT_MAX_LENGTH} characters, so nothing was drafted.` };
     }
+    const details = storableJson(call.details ?? {}) as Record<string, unknown>;
     const draft = { operationId: context.newOperationId(), kind, summary: summary === '' ? kind : summary, details };
     return { reply: text || actionDraftedReply(draft, tool.needsPermission), action: draft };
   }
@@ -282,6 +282,17 @@ function jobIds(context: BrainContext): Record<string, unknown> {
 /** Text every database stores as it is (see isUnstorableText): NUL and lone surrogates become U+FFFD. */
 function storable(text: string): string {
   return isUnstorableText(text) ? text.replaceAll('\u0000', '\uFFFD').toWellFormed() : text;
+}
+
+/**
+ * A JSON value with every string in it, keys included, made storable: JSON.stringify would store
+ * a NUL or a lone surrogate as an escape, but the API would hand it back as it is (GET /actions).
+ */
+function storableJson(value: unknown): unknown {
+  if (typeof value === 'string') return storable(value);
+  if (Array.isArray(value)) return value.map(storableJson);
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([key, v]) => [storable(key), storableJson(v)]));
+  return value;
 }
 
 /** `text` cut to `max` characters (code points, as every limit counts), the last one an ellipsis. */
