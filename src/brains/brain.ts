@@ -88,7 +88,8 @@ export interface AnswerVerdict {
 
 export interface Brain {
   respond(input: BrainInput, context: BrainContext): Promise<BrainResult>;
-  judgeAnswer(question: QuestionRef, answer: string): Promise<AnswerVerdict>;
+  /** `signal`: aborted when the server stops (a judge that calls out must then give up, refusing the answer). */
+  judgeAnswer(question: QuestionRef, answer: string, signal?: AbortSignal): Promise<AnswerVerdict>;
 }
 
 /** The agent could not process the unit of work (502 agent_failed / an error turn). */

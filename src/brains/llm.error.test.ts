@@ -117,6 +117,35 @@ test('a shutdown while the model words the reply to an approved action that ran:
   }
 });
 
+test('a shutdown while a text answer is judged: the judge call is given up at once (the server need not wait for the model to stop), the answer refused as not judged, no failure logged', { timeout: 60_000 }, async () => {
+  const own = await startFakeModelProvider((request) => isJudge(request)
+    ? { hang: true } : { toolCalls: [{ name: 'ask_user', input: { question: 'Why?', answer_type: 'text' } }] });
+  const ownWarnings: unknown[] = [];
+  const app = await startTestApp(
+    { model: { provider: 'openai-compatible', name: 'm', baseUrl: own.baseUrl, apiKey: KEY, timeoutMs: 600_000, systemPrompt: null } },
+    { logWarning: (fields) => ownWarnings.push(fields) },
+  );
+  try {
+    const u = await app.userWithAgent();
+    await send(app, u, unique('Ask me why'));
+    const [question] = (await listQuestions(app, u)).json().questions;
+    const answered = answerOne(app, u, question.request_id, 'Because.');
+    while (!own.requests.some(isJudge)) await new Promise((resolve) => setTimeout(resolve, 10));
+    await app.runtime.engine.stop(0);
+    // Bounded: without the abort the judge would wait for its 10 min timeout.
+    const refused = await Promise.race([answered, new Promise((resolve) => setTimeout(() => resolve('still judging'), 10_000))]) as any;
+    assert.equal(refused.accepted, false, JSON.stringify(refused));
+    assert.match(refused.reason, /could not be judged just now/);
+    const deadline = Date.now() + 5_000; // the provider hears of it a moment later
+    while (!own.requests.find(isJudge)!.abandoned && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.equal(own.requests.find(isJudge)!.abandoned, true);
+    assert.deepEqual(ownWarnings, [], 'a shutdown is no failed model call');
+  } finally {
+    await app.close();
+    await own.close();
+  }
+});
+
 test('a provider nobody answers at (connection refused): 502 agent_failed and a network_error warning', async () => {
   const gone = await startFakeModelProvider();
   await gone.close(); // its port now refuses connections

@@ -97,7 +97,7 @@ export class LlmBrain implements Brain {
     }
   }
 
-  async judgeAnswer(question: QuestionRef, answer: string): Promise<AnswerVerdict> {
+  async judgeAnswer(question: QuestionRef, answer: string, signal?: AbortSignal): Promise<AnswerVerdict> {
     const byType = judgeByType(question.answerType, answer);
     if (question.answerType !== 'text' || !byType.accepted) return byType;
     const tools = { judge_answer: tool({ description: 'Give your verdict on the answer.', inputSchema: judgeAnswerInput }) };
@@ -107,15 +107,15 @@ export class LlmBrain implements Brain {
         messages: [{ role: 'user', content: `Question: ${question.text}\n\nAnswer: ${answer}` }],
         tools,
         toolChoice: { type: 'tool', toolName: 'judge_answer' },
-      }, null, { requestId: question.requestId });
+      }, signal ?? null, { requestId: question.requestId });
       const verdict = judgeAnswerInput.safeParse(result.toolCalls.find((call) => call.toolName === 'judge_answer' && !call.invalid)?.input);
       if (!verdict.success) throw this.unusable({ requestId: question.requestId }, 'no judge_answer call');
       if (verdict.data.accepted) return { accepted: true };
       const reason = storable(verdict.data.reason?.trim() ?? '');
       return { accepted: false, reason: cut(reason === '' ? 'The answer does not give what the question asked for.' : reason, REASON_MAX_LENGTH) };
     } catch (error) {
-      if (!(error instanceof BrainFailure)) throw error;
-      // Refused rather than let through: the person sends the answer again.
+      if (!(error instanceof BrainFailure) && !signal?.aborted) throw error;
+      // Refused rather than let through (a shutdown too): the person sends the answer again.
       return { accepted: false, reason: 'The answer could not be judged just now; an answer judged by the agent is still missing: send it again.' };
     }
   }
@@ -129,7 +129,7 @@ export class LlmBrain implements Brain {
         request_action: tool({ description: this.requestActionDescription(), inputSchema: requestActionInput }),
         ask_user: tool({ description: 'Ask a person a question; the task waits for an accepted answer.', inputSchema: askUserInput }),
       },
-    }, context, jobIds(context));
+    }, context.signal, jobIds(context));
     const text = cut(storable(result.text.trim()), TEXT_MAX_LENGTH);
     // One action or question per turn: the first usable call; the rest are ignored.
     for (const call of result.toolCalls) {
@@ -187,7 +187,8 @@ export class LlmBrain implements Brain {
   }
 
   /**
-   * A generateText call bounded by MODEL_TIMEOUT_MS and by the turn's own signal (a shutdown).
+   * A generateText call bounded by MODEL_TIMEOUT_MS and by `stop` (a turn's signal, or the engine's
+   * for a judge: a shutdown).
    * The SDK does not retry (maxRetries 0): a retry would hold the agent's line (one turn at a
    * time per agent) for its back-off, and a failed turn is already visible to the client (502
    * agent_failed) which can send again. Any failure but a shutdown becomes a BrainFailure with a
@@ -195,18 +196,18 @@ export class LlmBrain implements Brain {
    */
   private async call(
     request: Pick<Parameters<typeof generateText<ToolSet>>[0], 'instructions' | 'tools' | 'toolChoice'> & { messages: ModelMessage[] },
-    context: BrainContext | null,
+    stop: AbortSignal | null,
     ids: Record<string, unknown>,
   ) {
     const timeout = AbortSignal.timeout(this.settings.timeoutMs);
-    const signal = context ? AbortSignal.any([context.signal, timeout]) : timeout;
+    const signal = stop ? AbortSignal.any([stop, timeout]) : timeout;
     try {
       return await generateText({
         model: this.model, maxRetries: 0, abortSignal: signal,
         ...(this.settings.maxOutputTokens ? { maxOutputTokens: this.settings.maxOutputTokens } : {}), ...request,
       });
     } catch (error) {
-      if (context?.signal.aborted) throw error; // a shutdown: the engine puts the job back in line
+      if (stop?.aborted) throw error; // a shutdown: the engine puts a turn back in line; a judge refuses the answer
       const statusCode = APICallError.isInstance(error) ? (error.statusCode ?? null) : null;
       // A 200 whose body is no answer (not JSON, not the protocol's shape) is an unusable answer, not an HTTP error.
       const failure = timeout.aborted ? 'timeout'

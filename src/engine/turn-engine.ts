@@ -120,6 +120,9 @@ export class TurnEngine {
   private workMaybeQueued = true;
   private started = false;
   private stopping = false;
+  private readonly stopController = new AbortController();
+  /** Aborted as the engine starts to stop: work outside a turn (a judge's model call) gives up then. */
+  readonly stopSignal: AbortSignal = this.stopController.signal;
 
   constructor(options: TurnEngineOptions) {
     this.options = { pollMs: 1000, maxAttempts: 5, ...options };
@@ -507,6 +510,7 @@ export class TurnEngine {
   async stop(graceMs: number): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
+    this.stopController.abort();
     for (const timer of this.timers) clearInterval(timer);
     const running = [...this.active.values()];
     const allSettled = Promise.all(running.map((r) => r.settled));

@@ -339,7 +339,7 @@ export class MissionsService {
     if (isLongerThan(text, TEXT_MAX_LENGTH)) {
       return { request_id: requestId, ok: true, accepted: false, reason: `The answer is longer than ${TEXT_MAX_LENGTH} characters; a shorter answer is missing.` };
     }
-    const verdict = await this.deps.brain.judgeAnswer({ requestId, text: question.text, answerType: question.answer_type }, text);
+    const verdict = await this.deps.brain.judgeAnswer({ requestId, text: question.text, answerType: question.answer_type }, text, this.deps.engine.stopSignal);
     if (!verdict.accepted) {
       return { request_id: requestId, ok: true, accepted: false, reason: verdict.reason ?? 'The answer does not answer the question.' };
     }
