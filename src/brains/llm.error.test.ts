@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { answerOne, decideOne, listActions, listQuestions, send, sendNoWait, settledTranscript, unique } from '../services/missions.test-helper.ts';
-import { startFakeModelProvider, lastUserText, type FakeModelProvider, type RecordedRequest } from '../testing/fake-model-provider.ts';
+import { isJudge, startFakeModelProvider, lastUserText, type FakeModelProvider } from '../testing/fake-model-provider.ts';
 import { API, startTestApp, type TestApp, type TestUser } from '../testing/harness.ts';
 import { MODEL_FAILED_TEXT } from './llm.ts';
 import { ToolRegistry } from './tools.ts';
@@ -24,8 +24,6 @@ after(async () => {
   await t.close();
   await provider.close();
 });
-
-const isJudge = (request: RecordedRequest) => (request.body.tools ?? []).some((tool: any) => tool.function.name === 'judge_answer');
 
 async function failsWith502(u: TestUser, text: string) {
   const res = await t.inject({ method: 'POST', url: `${API}/messages`, headers: u.auth, payload: { text } });

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import {
   agentTexts, answerOne, decideOne, listActions, listQuestions, send, sendNoWait, settledTranscript, unique,
 } from '../services/missions.test-helper.ts';
-import { startFakeModelProvider, lastUserText, messageText, systemPrompt, type FakeModelProvider, type RecordedRequest } from '../testing/fake-model-provider.ts';
+import { isJudge, startFakeModelProvider, lastUserText, messageText, systemPrompt, toolNames, type FakeModelProvider } from '../testing/fake-model-provider.ts';
 import { startTestApp, type TestApp } from '../testing/harness.ts';
 import { ToolRegistry } from './tools.ts';
 import { DEFAULT_SYSTEM_PROMPT } from './llm.ts';
@@ -13,8 +13,6 @@ import type { ModelSettings } from './model-settings.ts';
 const KEY = 'sk-test-happy-key';
 const SYSTEM = 'You are the test agent. Be brief.';
 
-const isJudge = (request: RecordedRequest) => (request.body.tools ?? []).some((t: any) => (t.function?.name ?? t.name) === 'judge_answer');
-const toolNames = (request: RecordedRequest) => (request.body.tools ?? []).map((t: any) => t.function?.name ?? t.name);
 
 describe('openai-compatible', () => {
   let provider: FakeModelProvider;

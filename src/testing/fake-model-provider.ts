@@ -142,3 +142,11 @@ export function systemPrompt(request: RecordedRequest): string {
   }
   return messageText(request.body.messages.find((m: { role: string }) => m.role === 'system'));
 }
+
+/** The names of the tools a recorded request offered, in either protocol. */
+export function toolNames(request: RecordedRequest): string[] {
+  return (request.body.tools ?? []).map((tool: { name?: string; function?: { name: string } }) => tool.function?.name ?? tool.name);
+}
+
+/** Is this recorded request a judge's call (it offers judge_answer)? */
+export const isJudge = (request: RecordedRequest): boolean => toolNames(request).includes('judge_answer');
