@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { openStore } from './store/store.ts';
 import { proxyInFrontOf } from './testing/frozen-database.ts';
-import { API, seededDatabase, TEST_DB } from './testing/harness.ts';
+import { API, childEnv, seededDatabase, TEST_DB } from './testing/harness.ts';
 import { postMessage, startServerProcess, type ServerProcess } from './testing/server-process.ts';
 
 /**
@@ -140,7 +140,7 @@ test('SIGTERM while the database has frozen (it holds its connections and never 
 test('npm start: a SIGTERM sent to npm alone (a supervisor, docker stop) reaches the server, which shuts down in order instead of running on orphaned', { skip: TEST_DB !== 'sqlite' && 'one pass is enough', timeout: 60_000 }, async () => {
   const npm = spawn('npm', ['start'], {
     cwd: fileURLToPath(new URL('..', import.meta.url)),
-    env: { ...process.env, ...seeded.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' },
+    env: { ...childEnv(), ...seeded.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

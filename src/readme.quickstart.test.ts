@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
-import { databaseEnv, freshDatabase } from './testing/harness.ts';
+import { childEnv, databaseEnv, freshDatabase } from './testing/harness.ts';
 
 /**
  * The README's "Try it in a minute" block, run as written by bash in the checkout's root: the
@@ -47,7 +47,7 @@ test('the README\'s quick start runs as written and answers as it shows', { time
   // Its own process group, so that the server it starts in the background (npm start &) goes too.
   const shell = spawn('bash', ['-euo', 'pipefail', '-c', `${script}\necho`], {
     cwd: ROOT, detached: true, stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ...databaseEnv(database), PORT: String(port), HOST: '127.0.0.1', SCRYPT_COST_LOG2: '10', LOG_LEVEL: 'warn' },
+    env: { ...childEnv(), ...databaseEnv(database), PORT: String(port), HOST: '127.0.0.1', SCRYPT_COST_LOG2: '10', LOG_LEVEL: 'warn' },
   });
   let stdout = '';
   let stderr = '';

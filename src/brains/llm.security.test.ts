@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { agentTexts, listActions, listQuestions, memberOfOwnersWorkspace, send, settledTranscript, unique } from '../services/missions.test-helper.ts';
 import { startFakeModelProvider, type FakeModelProvider } from '../testing/fake-model-provider.ts';
-import { databaseEnv, seededDatabase, startTestApp, type TestApp } from '../testing/harness.ts';
+import { childEnv, databaseEnv, seededDatabase, startTestApp, type TestApp } from '../testing/harness.ts';
 import { BIN, postMessage, startServerProcess, transcriptFrom } from '../testing/server-process.ts';
 import { isLongerThan, TEXT_MAX_LENGTH } from '../domain/problems.ts';
 
@@ -60,7 +60,7 @@ describe('the real server process', () => {
   ] as const) {
     test(`${what}: the server refuses to start, saying what to set, and never echoes MODEL_API_KEY`, async () => {
       const child = spawn(process.execPath, [BIN, 'serve'], {
-        env: { ...process.env, ...databaseEnv(seeded.database), PORT: '0', HOST: '127.0.0.1', MODEL_API_KEY: KEY, ...env },
+        env: { ...childEnv(), ...databaseEnv(seeded.database), PORT: '0', HOST: '127.0.0.1', MODEL_API_KEY: KEY, ...env },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let output = '';

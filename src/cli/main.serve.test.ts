@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { CLI_PATH, runCli } from '../testing/cli.ts';
-import { API, databaseEnv, freshDatabase, type TestDatabase } from '../testing/harness.ts';
+import { API, childEnv, databaseEnv, freshDatabase, type TestDatabase } from '../testing/harness.ts';
 import { startServerProcess } from '../testing/server-process.ts';
 import { Redis } from 'ioredis';
 import { parseApiKey } from '../domain/api-key.ts';
@@ -22,7 +22,7 @@ before(async () => {
   database = await freshDatabase();
   env = { ...databaseEnv(database), SCRYPT_COST_LOG2: '10' };
   server = spawn(process.execPath, [CLI_PATH, 'serve'], {
-    env: { ...process.env, ...env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'debug' },
+    env: { ...childEnv(), ...env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'debug' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   server.stdout!.setEncoding('utf8').on('data', (chunk: string) => { logs += chunk; });

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { after, before, test } from 'node:test';
 import { CLI_PATH } from '../testing/cli.ts';
-import { TEST_DB } from '../testing/harness.ts';
+import { childEnv, TEST_DB } from '../testing/harness.ts';
 import { backupSqlite, restoreSqlite } from './sqlite-backup.ts';
 import { SqliteServerLock } from './sqlite-server-lock.ts';
 import { openStore } from './store.ts';
@@ -162,7 +162,7 @@ test('a backup cut short (the disk full) leaves no file where it was going', { .
   // A file-size limit makes the write fail as a full disk does (SIGXFSZ ignored: EFBIG instead).
   const result = await new Promise<{ code: number; stderr: string }>((resolve) => {
     execFile('bash', ['-c', `trap '' XFSZ; ulimit -f 64; exec "$0" "$@"`, process.execPath, CLI_PATH, 'backup', '--to', target],
-      { env: { ...process.env, DATABASE_URL: `sqlite:${source}` } }, (error, _stdout, stderr) => {
+      { env: { ...childEnv(), DATABASE_URL: `sqlite:${source}` } }, (error, _stdout, stderr) => {
         resolve({ code: error ? Number(error.code) : 0, stderr });
       });
   });

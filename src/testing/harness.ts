@@ -49,6 +49,15 @@ export async function freshDatabase(name = `t_${randomBase62(12).toLowerCase()}`
 }
 
 /** Environment variables that make a child process (server or CLI) use this database. */
+/**
+ * The test process's environment for a server or CLI it starts, without the MODEL_* settings: a
+ * developer's exported model (or a bad one) must not make the built-in agent's tests call it.
+ * Tests of the model-backed brain set the MODEL_* they mean.
+ */
+export function childEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('MODEL_')));
+}
+
 export function databaseEnv(database: TestDatabase): Record<string, string> {
   if (!database.pgSchema) return { DATABASE_URL: database.url };
   const url = new URL(database.url);

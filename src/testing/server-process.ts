@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { API } from './harness.ts';
+import { API, childEnv } from './harness.ts';
 
 export const BIN = fileURLToPath(new URL('../../bin/agent-channel.js', import.meta.url));
 
@@ -19,7 +19,7 @@ export interface ServerProcess {
 /** Starts the real server (`agent-channel serve`) as a child process on a free port. */
 export async function startServerProcess(env: Record<string, string>, timeoutMs = 20_000): Promise<ServerProcess> {
   const child = spawn(process.execPath, [BIN, 'serve'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', SCRYPT_COST_LOG2: '10', ...env },
+    env: { ...childEnv(), PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', SCRYPT_COST_LOG2: '10', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
