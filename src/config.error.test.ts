@@ -132,4 +132,13 @@ test('a model setting that cannot work is refused with what to set, never echoin
       return true;
     }, JSON.stringify(env));
   }
+  // A key no header can carry (a line break, a character past Latin-1) failed every call unsent.
+  for (const key of [`${secret}\nx`, `${secret}\u2028`, `${secret}€`]) {
+    assert.throws(() => loadConfig({ MODEL_PROVIDER: 'anthropic', MODEL_NAME: 'm', MODEL_API_KEY: key }), (error: Error) => {
+      assert.match(String(error), /^Error: MODEL_API_KEY must be one line of printable characters/);
+      assert.ok(!error.message.includes(secret), error.message);
+      return true;
+    });
+  }
+  assert.equal(loadConfig({ MODEL_PROVIDER: 'anthropic', MODEL_NAME: 'm', MODEL_API_KEY: 'sk-ant-api03-Ab_c-9' }).model?.apiKey, 'sk-ant-api03-Ab_c-9');
 });

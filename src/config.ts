@@ -133,12 +133,24 @@ function loadModelSettings(env: NodeJS.ProcessEnv): ModelSettings | null {
     provider: provider as ModelProvider,
     name,
     baseUrl: rawBaseUrl === '' ? null : rawBaseUrl.replace(/\/+$/, ''),
-    apiKey: env.MODEL_API_KEY || null,
+    apiKey: checkedModelApiKey(env.MODEL_API_KEY),
     timeoutMs: int(env, 'MODEL_TIMEOUT_MS', 120_000, 1_000, 600_000),
     systemPrompt: systemPrompt.trim() === '' ? null : systemPrompt,
     historyCharacters: int(env, 'MODEL_HISTORY_CHARACTERS', DEFAULT_HISTORY_CHARACTERS, 0, 10_000_000),
     maxOutputTokens: (env.MODEL_MAX_OUTPUT_TOKENS ?? '') === '' ? null : int(env, 'MODEL_MAX_OUTPUT_TOKENS', 0, 1, 1_000_000),
   };
+}
+
+/**
+ * MODEL_API_KEY goes in a header, which holds one line of Latin-1: any other key failed every
+ * model call (fetch refuses the header) with no request made. Refused at start, never echoed.
+ */
+function checkedModelApiKey(raw: string | undefined): string | null {
+  if (!raw) return null;
+  if (!/^[\x20-\x7e\xa0-\xff]+$/.test(raw)) {
+    throw new Error('MODEL_API_KEY must be one line of printable characters (it goes in a header; a line break, say, fails every call)');
+  }
+  return raw;
 }
 
 function checkModelBaseUrl(raw: string): void {

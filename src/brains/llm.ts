@@ -233,12 +233,16 @@ export class LlmBrain implements Brain {
  * The SDK's own warnings (a setting used in a compatibility mode, say) go to the server's log,
  * each once, rather than to stderr as process warnings outside the JSON log. (A global of the SDK.)
  */
+const MAX_WARNINGS_REMEMBERED = 100;
+
 function routeSdkWarnings(warn: ModelWarning): void {
+  // (Each kind of warning once; a bounded memory of them, in case a provider's warnings vary without end.)
   const told = new Set<string>();
   (globalThis as { AI_SDK_LOG_WARNINGS?: unknown }).AI_SDK_LOG_WARNINGS = (options: { warnings: unknown[]; provider?: string; model?: string }) => {
     for (const warning of options.warnings) {
       const text = JSON.stringify(warning);
       if (told.has(text)) continue;
+      if (told.size >= MAX_WARNINGS_REMEMBERED) told.clear();
       told.add(text);
       warn({ provider: options.provider, model: options.model, warning }, 'the AI SDK warned about a model call');
     }

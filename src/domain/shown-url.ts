@@ -11,8 +11,9 @@ export function shownUrl(url: string): string {
     return url.includes(':') ? `${url.split(':')[0]}:…` : '…';
   }
   if (shown.password) shown.password = '***';
-  for (const name of [...shown.searchParams.keys()]) {
-    if (/pass|secret|key|token/i.test(name)) shown.searchParams.set(name, '***');
+  // By name (`password`, `sslkey`), or by what the value holds (PostgreSQL's `options=-c password=…`).
+  for (const [name, value] of [...shown.searchParams]) {
+    if (/pass|secret|key|token/i.test(name) || /pass|secret|token/i.test(value)) shown.searchParams.set(name, '***');
   }
   return shown.toString().replaceAll('%2A%2A%2A', '***');
 }
