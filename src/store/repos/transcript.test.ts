@@ -1,6 +1,6 @@
 /** The session clock as turns are appended: ts unique and increasing whatever the wall clock says. */
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { after, before, mock, test } from 'node:test';
 import { newId } from '../../domain/ids.ts';
 import { formatTs, nowMicros, parseTs } from '../../domain/turn-clock.ts';
 import { startTestApp, type TestApp } from '../../testing/harness.ts';
@@ -72,4 +72,23 @@ test('turns appended at once to one session get distinct, increasing ts in commi
   const inInsertOrder = stored.map((row) => row.ts);
   assert.deepEqual(inInsertOrder, [...inInsertOrder].sort(), 'later inserts carry later ts');
   assert.equal(await storedClock(sessionId), inInsertOrder.at(-1));
+});
+
+test('two turns appended within one microsecond of the clock still get distinct, increasing ts', async () => {
+  const sessionId = await sessionWithClock(null);
+  // The wall clock standing still (two appends inside one microsecond): only the session's own
+  // clock can tell the turns apart.
+  const frozen = performance.now();
+  const clock = mock.method(performance, 'now', () => frozen);
+  let first;
+  let second;
+  try {
+    first = await append(sessionId, 'one');
+    second = await append(sessionId, 'two');
+  } finally {
+    clock.mock.restore();
+  }
+  assert.ok(first && second);
+  assert.equal(parseTs(second.ts), parseTs(first.ts)! + 1n, `${second.ts} one microsecond after ${first.ts}`);
+  assert.equal(await storedClock(sessionId), second.ts);
 });

@@ -11,7 +11,7 @@ test('after that is not a valid ts → 422; limit outside 1–200 or not an inte
   const u = await t.userWithAgent();
   const sessionId = (await send(t, u, { text: 'hi' })).json().session_id;
   for (const query of ['after=yesterday', 'after=2026-11-22T12:34:56Z', 'after=2026-11-22T12:34:56.789Z', 'after=2026-02-30T00:00:00.000000Z',
-    'limit=0', 'limit=201', 'limit=abc', 'limit=1.5', 'limit=-1', 'limit=', 'limit=5&limit=6']) {
+    'after=2026-11-22T12:34:56.7890123Z', 'after=2026-11-22T12:34:56.789012Zjunk', 'limit=0', 'limit=201', 'limit=abc', 'limit=1.5', 'limit=-1', 'limit=', 'limit=5&limit=6']) {
     const res = await transcript(t, u, sessionId, query);
     assert.equal(res.statusCode, 422, query);
     assert.equal(res.json().code, 'validation_failed', query);

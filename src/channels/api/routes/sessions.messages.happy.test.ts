@@ -28,6 +28,24 @@ test('pages with after and limit, oldest first, has_more until the end', async (
   assert.deepEqual([...seen].sort(), seen, 'string order is time order');
 });
 
+test('has_more is false when a page ends at the last turn, true when one more follows', async () => {
+  const u = await t.userWithAgent();
+  const sessionId = (await send(t, u, { text: 'one' })).json().session_id;
+  await send(t, u, { text: 'two', session_id: sessionId });
+  const all = (await transcript(t, u, sessionId)).json().messages.map((m: any) => m.ts);
+  assert.equal(all.length, 4);
+  const page = async (query: string) => {
+    const body = (await transcript(t, u, sessionId, query)).json();
+    return { ts: body.messages.map((m: any) => m.ts), has_more: body.has_more };
+  };
+  assert.deepEqual(await page('limit=4'), { ts: all, has_more: false });
+  assert.deepEqual(await page('limit=3'), { ts: all.slice(0, 3), has_more: true });
+  const after = `after=${encodeURIComponent(all[0])}`;
+  assert.deepEqual(await page(`${after}&limit=3`), { ts: all.slice(1), has_more: false });
+  assert.deepEqual(await page(`${after}&limit=2`), { ts: all.slice(1, 3), has_more: true });
+  assert.deepEqual(await page(`after=${encodeURIComponent(all[3])}&limit=1`), { ts: [], has_more: false });
+});
+
 test('every ts is unique, strictly increasing and in the contract format, also under concurrent sends', async () => {
   const u = await t.userWithAgent();
   const sessionId = (await send(t, u, { text: 'start' }, { Prefer: 'wait=0' })).json().session_id;
