@@ -140,6 +140,22 @@ test('a clock that steps back lets nothing more through', () => {
   clock.now = t0 - 30_000;
   assert.equal(limiter.takeSync('k', 2).allowed, true);
   assert.equal(limiter.takeSync('k', 2).allowed, false);
+  clock.now = t0 - 30_000 + WINDOW_MS; // a window after the late one, but not after the first
+  assert.equal(limiter.takeSync('k', 2).allowed, false, 'the run kept its later time (t0): nothing has left yet');
+  clock.now = t0 + WINDOW_MS - 1;
+  assert.equal(limiter.takeSync('k', 2).allowed, false);
   clock.now = t0 + WINDOW_MS;
   assert.equal(limiter.takeSync('k', 2).allowed, true, 'both were filed at t0, and have left');
+});
+
+test('the wait it announces (t, Retry-After) is rounded up to whole seconds, never down', () => {
+  const { clock, limiter } = limiterAt();
+  const t0 = clock.now;
+  for (let i = 0; i < 3; i++) limiter.takeSync('k', 3);
+  for (const [elapsedMs, seconds] of [[500, 60], [1_000, 59], [1_001, 59], [58_999, 2], [59_001, 1], [59_999, 1]] as const) {
+    clock.now = t0 + elapsedMs;
+    const refused = limiter.takeSync('k', 3);
+    assert.equal(refused.allowed, false);
+    assert.equal(refused.resetSeconds, seconds, `${elapsedMs} ms after the burst`);
+  }
 });

@@ -104,3 +104,35 @@ test('RedisRateLimiter: a limit lowered below what the window holds waits for en
   const lower = await instances[2]!.take(key, 1);
   assert.ok(lower.resetSeconds >= 59 && lower.resetSeconds <= 60, `resetSeconds ${lower.resetSeconds}`);
 });
+
+test('RedisRateLimiter: a run filed ahead of Redis\'s clock (a clock that stepped back) keeps its later time', { skip }, async () => {
+  const key = `k${randomBase62(12)}`;
+  await seedLog(key, 1, -30_000); // filed 30 s ahead of Redis's now
+  const keys = instances[0]!.keysOf(key);
+  const [seeded] = await admin!.lrange(keys.runs, 0, -1);
+  assert.equal((await instances[1]!.take(key, 2)).allowed, true);
+  assert.equal((await instances[2]!.take(key, 2)).allowed, false);
+  // The late acceptance joined the newest run, whose time only moves later: both count until
+  // the run's later time has left the window, not Redis's now.
+  assert.deepEqual(await admin!.lrange(keys.runs, 0, -1), [`${seeded!.split(':')[0]}:2`]);
+});
+
+test('RedisRateLimiter: the log lives in Redis at least as long as its newest acceptance counts', { skip }, async () => {
+  const key = `k${randomBase62(12)}`;
+  const keys = instances[0]!.keysOf(key);
+  const started = Date.now();
+  await instances[0]!.take(key, 5);
+  const [runsTtl, totalTtl] = [await admin!.pttl(keys.runs), await admin!.pttl(keys.total)];
+  const elapsed = Date.now() - started;
+  // Expired any sooner, the key would get a fresh quota while its acceptance is still in the window.
+  assert.ok(runsTtl >= WINDOW_MS - elapsed, `runs expire in ${runsTtl} ms`);
+  assert.ok(totalTtl >= WINDOW_MS - elapsed, `total expires in ${totalTtl} ms`);
+});
+
+test('RedisRateLimiter: a total left without its runs (one of the two evicted) starts the key afresh', { skip }, async () => {
+  const key = `k${randomBase62(12)}`;
+  const keys = instances[0]!.keysOf(key);
+  await admin!.set(keys.total, 5, 'PX', WINDOW_MS);
+  assert.deepEqual(await instances[1]!.take(key, 3), { allowed: true, limit: 3, remaining: 2, resetSeconds: 0 });
+  assert.equal(await admin!.get(keys.total), '1');
+});
