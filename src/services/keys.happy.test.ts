@@ -51,6 +51,24 @@ test('an expiry in days sets expires_at that many days ahead', async () => {
   assert.ok(expires >= before + 30 * 86_400_000 && expires <= clock.now() + 30 * 86_400_000, `${key.expires_at} after ${new Date(before).toISOString()}`);
 });
 
+test('at the very millisecond of its expiry a key is expired everywhere: refused, listed as expired, no longer counted active', async () => {
+  const u = await t.user(); // comes with one key that never expires
+  const { key, token } = await t.runtime.services.keys.create(u.id, { label: 'expiring', expires_in_days: 1 });
+  const expiry = Date.parse(key.expires_at!);
+  // The store's clock, which key expiry is timed by, standing at a chosen instant.
+  const keysAt = (now: number) => keysWith({ store: { ...t.runtime.store, clock: { now: () => now } } });
+  const seenAt = async (now: number) => {
+    const keys = keysAt(now);
+    return {
+      authenticated: (await keys.authenticate(`Bearer ${token}`)) !== null,
+      status: (await keys.find(u.id, key.key_id))!.status,
+      active: await keys.countActive(u.id),
+    };
+  };
+  assert.deepEqual(await seenAt(expiry - 1), { authenticated: true, status: 'active', active: 2 });
+  assert.deepEqual(await seenAt(expiry), { authenticated: false, status: 'expired', active: 1 });
+});
+
 test('list shows the creator\'s keys, newest first, with their current status', async () => {
   const u = await t.user(); // comes with one key, "test"
   const keys = t.runtime.services.keys;

@@ -82,3 +82,10 @@ test('two Authorization lines in one request name no key: the one 401, whichever
   }
   assert.equal(await remainingAfterOneRequest(u), 3, 'only the two single-key requests counted');
 });
+
+test('a header whose value happens to be "Authorization" is no second Authorization line', async () => {
+  const u = await t.user();
+  // As a client may send it, e.g. naming the headers a response varies on.
+  const res = await t.inject({ method: 'GET', url: `${API}/agents`, headers: { ...u.auth, 'x-varies-on': 'Authorization' } });
+  assert.equal(res.statusCode, 200, res.body);
+});
