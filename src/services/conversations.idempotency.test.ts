@@ -1,8 +1,10 @@
 /**
- * A first request with an Idempotency-Key that stalls before it is accepted, long enough to be
- * taken for abandoned, and a retry that takes the key over: exactly one turn, whatever order
- * they finish in. PostgreSQL only: there a row lock held by another connection stalls the
- * first request's accepting transaction without stalling the whole process.
+ * An Idempotency-Key's life, on a clock the test sets: kept (a retry replays, another body is
+ * refused) for its whole time to live, also long after its request was accepted; forgotten after.
+ * And a first request that stalls before it is accepted, long enough to be taken for abandoned,
+ * and a retry that takes the key over: exactly one turn, whatever order they finish in
+ * (PostgreSQL only: there a row lock held by another connection stalls the first request's
+ * accepting transaction without stalling the whole process).
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -14,8 +16,38 @@ import { ConversationsService } from './conversations.ts';
 const skip = TEST_DB === 'postgres' ? false : 'PostgreSQL pass only';
 
 let t: TestApp;
-before(async () => { if (!skip) t = await startTestApp({ waitCeilingMs: 5000 }); });
+before(async () => { t = await startTestApp({ waitCeilingMs: 5000 }); });
 after(async () => { await t?.close(); });
+
+test('an accepted key is kept for its whole time to live, not only while it might be abandoned, then forgotten', async () => {
+  const u = await t.userWithAgent();
+  const { store, engine, services } = t.runtime;
+  const ttlMs = 24 * 3_600_000;
+  const clock = { now: store.clock.now() };
+  const conversations = new ConversationsService({
+    store: { ...store, clock: { now: () => clock.now } }, engine, agents: services.agents,
+    waitCeilingMs: 5000, duplicateWindowMs: 0, idempotencyTtlMs: ttlMs, pendingAbandonedAfterMs: 30_000,
+  });
+  const message = { userId: u.id, channel: 'api', text: 'book the flight', agentId: u.agentId, idempotencyKey: 'trip-7' };
+  const t0 = clock.now;
+  const first = await conversations.submit(message);
+  assert.equal(first.status, 'completed');
+  const userTurns = async () => Number((await store.db.selectFrom('turns').select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('text', '=', 'book the flight').where('session_id', '=', first.session_id).executeTakeFirstOrThrow()).n);
+
+  for (const later of [31_000, 3_600_000, ttlMs - 1]) {
+    clock.now = t0 + later;
+    const retry = await conversations.submit(message);
+    assert.deepEqual(retry, first, `a retry ${later} ms later replays the first outcome`);
+    await assert.rejects(conversations.submit({ ...message, text: 'book a train' }), { code: 'idempotency_key_reused' }, `${later} ms later`);
+  }
+  assert.equal(await userTurns(), 1, 'no retry started a turn');
+
+  clock.now = t0 + ttlMs + 1;
+  const past = await conversations.submit({ ...message, text: 'book a train' });
+  assert.equal(past.status, 'completed');
+  assert.notEqual(past.session_id, first.session_id, 'past its time to live the key starts a new message');
+});
 
 test('a stalled first request whose key a retry took over adds no second turn', { skip }, async () => {
   const u = await t.userWithAgent();

@@ -4,6 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { isValidTs } from '../../../domain/turn-clock.ts';
 import { pollTranscript, send, transcript } from '../../../testing/conversation.ts';
 import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
+import { ConversationsService } from '../../../services/conversations.ts';
 
 describe('POST /messages: statuses', () => {
   let t: TestApp;
@@ -322,6 +323,28 @@ describe('POST /messages: the duplicate window runs out', () => {
     const later = await send(t, u, { text: 'again later' });
     assert.equal(later.json().status, 'completed');
     assert.notEqual(later.json().session_id, first.json().session_id);
+  });
+
+  test('a resend is a duplicate up to the window\'s last millisecond, and a new message from its end on', async () => {
+    const u = await t.userWithAgent();
+    const { store, engine, services } = t.runtime;
+    const windowMs = 10_000;
+    // The service on the store's clock standing at instants the test chooses.
+    const clock = { now: store.clock.now() };
+    const conversations = new ConversationsService({
+      store: { ...store, clock: { now: () => clock.now } }, engine, agents: services.agents,
+      waitCeilingMs: 5000, duplicateWindowMs: windowMs, idempotencyTtlMs: 3_600_000,
+    });
+    const message = { userId: u.id, channel: 'api', text: 'on the edge', agentId: u.agentId };
+    const t0 = clock.now;
+    const first = await conversations.submit(message);
+    clock.now = t0 + windowMs - 1;
+    const resent = await conversations.submit(message);
+    assert.deepEqual([resent.status, resent.session_id], ['duplicate', first.session_id]);
+    clock.now = t0 + windowMs;
+    const later = await conversations.submit(message);
+    assert.equal(later.status, 'completed');
+    assert.notEqual(later.session_id, first.session_id);
   });
 });
 
