@@ -14,8 +14,12 @@ test('a session idle for longer than the timeout is over', async () => {
   const token = web.cookies.get('ac_session')!;
   assert.equal((await web.get('/account/keys')).statusCode, 200);
   // 29 minutes idle: still signed in (and the visit counts as activity).
-  await t.runtime.store.db.updateTable('web_sessions').set({ last_seen_at: new Date(Date.now() - 29 * 60_000).toISOString() }).execute();
+  const idleSince = new Date(Date.now() - 29 * 60_000).toISOString();
+  await t.runtime.store.db.updateTable('web_sessions').set({ last_seen_at: idleSince }).execute();
   assert.equal((await web.get('/account/keys')).statusCode, 200);
+  const { sessionDigest: digest } = await import('../../services/web-sessions.ts');
+  const seen = await t.runtime.store.db.selectFrom('web_sessions').select('last_seen_at').where('id', '=', digest(token)).executeTakeFirstOrThrow();
+  assert.ok(Date.parse(seen.last_seen_at) > Date.parse(idleSince) + 28 * 60_000, `the visit was recorded (last seen ${seen.last_seen_at})`);
   // 31 minutes idle: over, and the row is gone.
   await t.runtime.store.db.updateTable('web_sessions').set({ last_seen_at: new Date(Date.now() - 31 * 60_000).toISOString() }).execute();
   const res = await web.get('/account/keys');
@@ -24,6 +28,40 @@ test('a session idle for longer than the timeout is over', async () => {
   const rows = await t.runtime.store.db.selectFrom('web_sessions').select('id').execute();
   const { sessionDigest } = await import('../../services/web-sessions.ts');
   assert.ok(!rows.some((r) => r.id === sessionDigest(token)), 'the idle session was deleted');
+});
+
+test('a session is over at its absolute end, however busy, from that very millisecond', async () => {
+  const { sessionDigest } = await import('../../services/web-sessions.ts');
+  const { webSessions } = t.runtime.services;
+  const signedIn = async () => {
+    const web = new WebClient(t);
+    await web.signup();
+    const token = web.cookies.get('ac_session')!;
+    return { web, token, id: sessionDigest(token) };
+  };
+  const endsAt = (id: string, at: Date) => t.runtime.store.db.updateTable('web_sessions').set({ expires_at: at.toISOString() }).where('id', '=', id).execute();
+  const exists = async (id: string) => (await t.runtime.store.db.selectFrom('web_sessions').select('id').where('id', '=', id).execute()).length === 1;
+
+  // In use a moment ago, but past its end: signed out, and the row is gone.
+  const busy = await signedIn();
+  await endsAt(busy.id, new Date(Date.now() - 1000));
+  const res = await busy.web.get('/account/keys');
+  assert.equal(res.statusCode, 303);
+  assert.equal(res.headers.location, '/login?next=%2Faccount%2Fkeys');
+  assert.equal(await exists(busy.id), false);
+
+  // Its end is exclusive: live at the millisecond before, over at it (for resolve and the sweep alike).
+  const end = new Date(Date.now() + 10 * 60_000);
+  const edge = await signedIn();
+  await endsAt(edge.id, end);
+  assert.ok(await webSessions.resolve(edge.token, new Date(end.getTime() - 1)));
+  assert.equal(await webSessions.resolve(edge.token, end), null);
+  const swept = await signedIn();
+  await endsAt(swept.id, end);
+  await webSessions.sweep(new Date(end.getTime() - 1));
+  assert.equal(await exists(swept.id), true, 'kept by a sweep before its end');
+  await webSessions.sweep(end);
+  assert.equal(await exists(swept.id), false, 'deleted by a sweep at its end');
 });
 
 test('the store keeps only a digest of the session token', async () => {
