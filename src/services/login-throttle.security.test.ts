@@ -85,11 +85,30 @@ test('what is counted is a digest of one size, whatever a client sends (a megaby
 test('the sweep deletes the attempts out of every window and keeps the others', async () => {
   const throttle = new LoginThrottle(t.runtime.store);
   const start = t.runtime.store.clock.now() + 24 * 3_600_000; // later than anything the other tests wrote
-  for (let i = 0; i < 10; i++) await throttle.beginLogin(email('old'), `192.0.2.${i}`, start);
+  const locked = email('old');
+  for (let i = 0; i < 10; i++) await throttle.beginLogin(i < 5 ? locked : email('old'), `192.0.2.${i}`, start);
   assert.ok(await rows() >= 20);
+  // Still in their window: a sweep keeps them all, and the account they locked stays locked.
+  const since = async (at: number) => Number((await t.runtime.store.db.selectFrom('login_attempts').select((eb) => eb.fn.countAll().as('n'))
+    .where('at', '>=', Math.floor(at)).executeTakeFirstOrThrow()).n);
+  await throttle.sweep(start + 15 * 60_000 - 1);
+  assert.equal(await since(start), 20, 'nothing in its window is swept');
+  assert.ok(!allowed(await throttle.beginLogin(locked, '192.0.2.99', start + 15 * 60_000 - 1)));
   await throttle.beginLogin(email('new'), '192.0.2.201', start + 16 * 60_000);
   await throttle.sweep(start + 16 * 60_000);
   assert.equal(await rows(), 2, 'only the new attempt, counted against its account and its address');
+});
+
+test('an account\'s attempts count for exactly the window: refused until its last millisecond, the wait rounded up', async () => {
+  const throttle = new LoginThrottle(t.runtime.store);
+  const windowMs = 15 * 60_000;
+  const start = Math.floor(t.runtime.store.clock.now()) + 48 * 3_600_000; // later than anything the tests before it wrote
+  const account = email('edge');
+  for (let i = 0; i < 5; i++) assert.ok(allowed(await throttle.beginLogin(account, `192.0.2.${60 + i}`, start)));
+  for (const [elapsedMs, retryAfter] of [[1, 900], [500, 900], [1_000, 899], [windowMs - 1_500, 2], [windowMs - 1, 1]] as const) {
+    assert.deepEqual(await throttle.beginLogin(account, '192.0.2.70', start + elapsedMs), { retryAfter }, `${elapsedMs} ms after`);
+  }
+  assert.ok(allowed(await throttle.beginLogin(account, '192.0.2.70', start + windowMs)), 'the five have left the window');
 });
 
 test('an IPv6 client is its /64: its addresses share one budget; an IPv4-mapped address is its IPv4 one', async () => {
