@@ -72,6 +72,20 @@ describe('turn engine: one agent, one turn at a time, FIFO', () => {
     assert.ok(three!.started_at! >= one!.finished_at! || three!.started_at! >= two!.finished_at!, 'the third waited for a slot');
   });
 
+  test('RUNNER_CONCURRENCY caps the turns one runner runs at once: another agent\'s turn waits queued for the slot', async () => {
+    const t = await startTestApp({ waitCeilingMs: 0, runnerConcurrency: 1 });
+    apps.push(t);
+    const first = await t.userWithAgent();
+    const second = await t.userWithAgent();
+    assert.equal((await send(t, first, { text: '!sleep 1000 first' })).json().status, 'processing');
+    assert.equal((await send(t, second, { text: 'second' })).json().status, 'queued', 'its agent is free, but the one slot is taken');
+    await allIdle(t, first.agentId);
+    await allIdle(t, second.agentId);
+    const [a] = await jobsOf(t, first.agentId);
+    const [b] = await jobsOf(t, second.agentId);
+    assert.ok(b!.started_at! >= a!.finished_at!, 'the second started once the first had finished');
+  });
+
   test('a long turn of one agent does not hold up another agent (runner concurrency)', async () => {
     const t = await startTestApp({ waitCeilingMs: 5000 });
     apps.push(t);

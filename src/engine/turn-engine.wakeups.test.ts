@@ -139,6 +139,35 @@ test('a job that ends while a scan of the queue is under way still frees its age
   }
 });
 
+test('a waiter on an instance that does not run its job is woken by the job\'s end on another, not at its timeout', { timeout: 20_000 }, async () => {
+  // Two instances on one bus: A only waits (no runner), B runs the job.
+  const bus = new InProcessBus();
+  const a = new TurnEngine({ store, bus, instanceId: 'wakeups-elsewhere-a', perAgent: 1, concurrency: 1, leaseMs: 15_000, pollMs: 600_000 });
+  const b = new TurnEngine({ store, bus, instanceId: 'wakeups-elsewhere-b', perAgent: 1, concurrency: 8, leaseMs: 15_000, pollMs: 600_000 });
+  const { handler: heldOnB, release } = heldHandler();
+  b.setHandler(heldOnB);
+  await a.start();
+  await b.start();
+  try {
+    const jobId = await enqueueOne(a, 'agt_elsewhere', 'ses_elsewhere', 'elsewhere');
+    const waiting = a.waitForJob(jobId, 30_000); // a missed wake-up would time the test (20 s) out
+    for (const deadline = Date.now() + 5_000; ;) {
+      const job = await store.db.selectFrom('jobs').select('lease_owner').where('id', '=', jobId).executeTakeFirst();
+      if (job?.lease_owner === 'wakeups-elsewhere-b') break;
+      assert.ok(Date.now() < deadline, 'B claims the job');
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    release();
+    const state = await waiting;
+    assert.ok(isFinished(state.job), `the job is ${state.job.status}`);
+  } finally {
+    release();
+    await a.stop(1_000);
+    await b.stop(1_000);
+    bus.close();
+  }
+});
+
 test('work whose runner died is announced when its lease is swept, so a runner on another instance takes it up', { skip: TEST_DB !== 'postgres' }, async () => {
   // Instance A sweeps expired leases but is full (one slot, busy); instance B is idle and has
   // seen an empty queue, so only the announcement can bring the orphaned job to it.
