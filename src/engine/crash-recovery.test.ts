@@ -4,7 +4,8 @@ import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 
 import { openStore } from '../store/store.ts';
-import { seededDatabase, TEST_DB } from '../testing/harness.ts';
+import { seededDatabase, startTestApp, TEST_DB } from '../testing/harness.ts';
+import { pollTranscript, send } from '../testing/conversation.ts';
 import { postMessage, startServerProcess, transcriptFrom, type ServerProcess } from '../testing/server-process.ts';
 
 /**
@@ -167,5 +168,25 @@ test('SQLite: a second server reaching the same file through a symbolic link is 
   } finally {
     await server.kill('SIGKILL');
     rmSync(link);
+  }
+});
+
+test('SQLite: a turn left running by a process that died (its fourth death) runs again at once at the next start, neither failed nor waiting out its lease', { skip: TEST_DB !== 'sqlite' && 'on PostgreSQL other instances may be alive: only expired leases are taken over', timeout: 30_000 }, async () => {
+  let t = await startTestApp({ waitCeilingMs: 5000 });
+  try {
+    const u = await t.userWithAgent();
+    await t.runtime.engine.stop(0); // nothing runs: the message stays queued
+    const sessionId = (await send(t, u, { text: 'after the crash' }, { Prefer: 'wait=0' })).json().session_id;
+    // What a process killed mid-turn leaves behind: its job running under its lease, for an hour
+    // more, and (its runner having died three times before) four attempts.
+    await t.runtime.store.db.updateTable('jobs').set({
+      status: 'running', attempts: 4, lease_owner: 'a-process-that-died', lease_expires_at: new Date(Date.now() + 3_600_000).toISOString(),
+      started_at: new Date().toISOString(),
+    }).where('session_id', '=', sessionId).execute();
+    t = await t.restart();
+    const page = await pollTranscript(t, u, sessionId, (b) => b.status === 'idle' && b.messages.length === 2);
+    assert.deepEqual(page.messages.map((m: { text: string; error?: string }) => [m.text, m.error]), [['after the crash', undefined], ['You said: after the crash', undefined]]);
+  } finally {
+    await t.close();
   }
 });

@@ -134,6 +134,24 @@ test('a job whose lease another runner took over is stopped here at the next hea
   }, { leaseMs: 1000, runnerConcurrency: 1, waitCeilingMs: 5000 });
 });
 
+test('a run that ends after its lease was taken over, before its heartbeat could notice, writes nothing', { timeout: 30_000 }, async () => {
+  await withTestApp(async (t) => {
+    const u = await t.userWithAgent();
+    const res = await send(t, u, { text: '!sleep 800' }, { Prefer: 'wait=0' });
+    const sessionId = res.json().session_id;
+    const running = await until(() => jobOf(t, sessionId), (job) => job.status === 'running', 'the job to run');
+    // Another instance took the job over; this one's next heartbeat is 20 s away (a lease of a
+    // minute), long after the run ends: only the lease check of the finishing write stops it.
+    await t.runtime.store.db.updateTable('jobs').set({ lease_owner: 'another-instance', lease_expires_at: new Date(Date.now() + 3_600_000).toISOString() })
+      .where('id', '=', running.id).execute();
+    await until(async () => t.runtime.engine.running, (n) => n === 0, 'the run here to end');
+    const job = await jobOf(t, sessionId);
+    assert.deepEqual([job.status, job.lease_owner], ['running', 'another-instance'], 'left to its new runner');
+    const page = await pollTranscript(t, u, sessionId, () => true);
+    assert.equal(page.messages.length, 1, 'no reply written by the runner that lost the job');
+  }, { leaseMs: 60_000, waitCeilingMs: 5000 });
+});
+
 test('an orderly shutdown gives the turn\'s attempt back: six in a row mid-turn do not end it failed', { timeout: 60_000 }, async () => {
   let t = await startTestApp({ waitCeilingMs: 5000 });
   try {
