@@ -229,14 +229,14 @@ export class LlmBrain implements Brain {
   }
 }
 
+/** How many distinct SDK warnings are remembered as told (then the memory starts over). */
+const MAX_WARNINGS_REMEMBERED = 100;
+
 /**
  * The SDK's own warnings (a setting used in a compatibility mode, say) go to the server's log,
  * each once, rather than to stderr as process warnings outside the JSON log. (A global of the SDK.)
  */
-const MAX_WARNINGS_REMEMBERED = 100;
-
 function routeSdkWarnings(warn: ModelWarning): void {
-  // (Each kind of warning once; a bounded memory of them, in case a provider's warnings vary without end.)
   const told = new Set<string>();
   (globalThis as { AI_SDK_LOG_WARNINGS?: unknown }).AI_SDK_LOG_WARNINGS = (options: { warnings: unknown[]; provider?: string; model?: string }) => {
     for (const warning of options.warnings) {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { sessionDigest } from '../../services/web-sessions.ts';
 import { startTestApp, type TestApp, withTestApp } from '../../testing/harness.ts';
 import { safeNext } from './context.ts';
 import { WebClient } from './web-client.test-helper.ts';
@@ -17,8 +18,7 @@ test('a session idle for longer than the timeout is over', async () => {
   const idleSince = new Date(Date.now() - 29 * 60_000).toISOString();
   await t.runtime.store.db.updateTable('web_sessions').set({ last_seen_at: idleSince }).execute();
   assert.equal((await web.get('/account/keys')).statusCode, 200);
-  const { sessionDigest: digest } = await import('../../services/web-sessions.ts');
-  const seen = await t.runtime.store.db.selectFrom('web_sessions').select('last_seen_at').where('id', '=', digest(token)).executeTakeFirstOrThrow();
+  const seen = await t.runtime.store.db.selectFrom('web_sessions').select('last_seen_at').where('id', '=', sessionDigest(token)).executeTakeFirstOrThrow();
   assert.ok(Date.parse(seen.last_seen_at) > Date.parse(idleSince) + 28 * 60_000, `the visit was recorded (last seen ${seen.last_seen_at})`);
   // 31 minutes idle: over, and the row is gone.
   await t.runtime.store.db.updateTable('web_sessions').set({ last_seen_at: new Date(Date.now() - 31 * 60_000).toISOString() }).execute();
@@ -26,12 +26,10 @@ test('a session idle for longer than the timeout is over', async () => {
   assert.equal(res.statusCode, 303);
   assert.equal(res.headers.location, '/login?next=%2Faccount%2Fkeys');
   const rows = await t.runtime.store.db.selectFrom('web_sessions').select('id').execute();
-  const { sessionDigest } = await import('../../services/web-sessions.ts');
   assert.ok(!rows.some((r) => r.id === sessionDigest(token)), 'the idle session was deleted');
 });
 
 test('a session is over at its absolute end, however busy, from that very millisecond', async () => {
-  const { sessionDigest } = await import('../../services/web-sessions.ts');
   const { webSessions } = t.runtime.services;
   const signedIn = async () => {
     const web = new WebClient(t);
@@ -376,7 +374,6 @@ test('a session that ran out is deleted by the periodic sweep, whether or not an
   const idle = new WebClient(t);
   await idle.signup();
   const idleToken = idle.cookies.get('ac_session')!;
-  const { sessionDigest } = await import('../../services/web-sessions.ts');
   const row = () => t.runtime.store.db.selectFrom('web_sessions').select('id').where('id', '=', sessionDigest(idleToken)).execute();
   await t.runtime.store.db.updateTable('web_sessions').set({ last_seen_at: new Date(Date.now() - 3 * 3_600_000).toISOString() })
     .where('id', '=', sessionDigest(idleToken)).execute();
