@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { answerOne, decideOne, listActions, listQuestions, send, sendNoWait, settledTranscript, unique } from '../services/missions.test-helper.ts';
-import { isJudge, startFakeModelProvider, lastUserText, type FakeModelProvider } from '../testing/fake-model-provider.ts';
+import { isJudge, startFakeModelProvider, lastUserText, withModelApp, type FakeModelProvider } from '../testing/fake-model-provider.ts';
 import { API, startTestApp, type TestApp, type TestUser } from '../testing/harness.ts';
 import { MODEL_FAILED_TEXT } from './llm.ts';
 import { ToolRegistry } from './tools.ts';
@@ -13,17 +13,8 @@ let provider: FakeModelProvider;
 let t: TestApp;
 const warnings: Array<{ fields: Record<string, unknown>; message: string }> = [];
 
-before(async () => {
-  provider = await startFakeModelProvider();
-  t = await startTestApp(
-    { model: { provider: 'openai-compatible', name: 'test-model', baseUrl: provider.baseUrl, apiKey: KEY, timeoutMs: 1_000, systemPrompt: null } },
-    { logWarning: (fields, message) => warnings.push({ fields, message }) },
-  );
-});
-after(async () => {
-  await t.close();
-  await provider.close();
-});
+withModelApp({ provider: 'openai-compatible', name: 'test-model', apiKey: KEY, timeoutMs: 1_000, systemPrompt: null }, (started) => ({ provider, t } = started),
+  { logWarning: (fields, message) => warnings.push({ fields, message }) });
 
 async function failsWith502(u: TestUser, text: string) {
   const res = await t.inject({ method: 'POST', url: `${API}/messages`, headers: u.auth, payload: { text } });

@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import {
   agentTexts, answerOne, decideOne, listActions, listQuestions, send, sendNoWait, settledTranscript, unique,
 } from '../services/missions.test-helper.ts';
-import { isJudge, startFakeModelProvider, lastUserText, messageText, systemPrompt, toolNames, type FakeModelProvider } from '../testing/fake-model-provider.ts';
-import { startTestApp, type TestApp } from '../testing/harness.ts';
+import { isJudge, lastUserText, messageText, systemPrompt, toolNames, withModelApp, type FakeModelProvider } from '../testing/fake-model-provider.ts';
+import type { TestApp } from '../testing/harness.ts';
 import { ToolRegistry } from './tools.ts';
 import { DEFAULT_SYSTEM_PROMPT } from './llm.ts';
-import type { ModelSettings } from './model-settings.ts';
 
 /** The model-backed brain against a local server speaking the providers' HTTP protocols (MODEL_PROVIDER set). */
 const KEY = 'sk-test-happy-key';
@@ -17,15 +16,7 @@ const SYSTEM = 'You are the test agent. Be brief.';
 describe('openai-compatible', () => {
   let provider: FakeModelProvider;
   let t: TestApp;
-  before(async () => {
-    provider = await startFakeModelProvider();
-    const model: ModelSettings = { provider: 'openai-compatible', name: 'test-model', baseUrl: provider.baseUrl, apiKey: KEY, timeoutMs: 10_000, systemPrompt: SYSTEM };
-    t = await startTestApp({ model });
-  });
-  after(async () => {
-    await t.close();
-    await provider.close();
-  });
+  withModelApp({ provider: 'openai-compatible', name: 'test-model', apiKey: KEY, timeoutMs: 10_000, systemPrompt: SYSTEM }, (started) => ({ provider, t } = started));
 
   test('a plain message: 200 completed with the model\'s text; the model name, the key (Bearer), the system prompt and the history reach the provider', async () => {
     provider.script = (request) => ({ text: `Model says: ${lastUserText(request)}` });
@@ -198,16 +189,9 @@ describe('a deployment\'s registered tools', () => {
   let provider: FakeModelProvider;
   let t: TestApp;
   const ran: string[] = [];
-  before(async () => {
-    provider = await startFakeModelProvider();
-    const tools = new ToolRegistry()
-      .register({ kind: 'lookup', needsPermission: false, description: 'Looks a word up', run: async (action) => { ran.push(action.summary); } });
-    t = await startTestApp({ model: { provider: 'openai-compatible', name: 'm', baseUrl: provider.baseUrl, apiKey: null, timeoutMs: 10_000, systemPrompt: null } }, { tools });
-  });
-  after(async () => {
-    await t.close();
-    await provider.close();
-  });
+  const tools = new ToolRegistry()
+    .register({ kind: 'lookup', needsPermission: false, description: 'Looks a word up', run: async (action) => { ran.push(action.summary); } });
+  withModelApp({ provider: 'openai-compatible', name: 'm', apiKey: null, timeoutMs: 10_000, systemPrompt: null }, (started) => ({ provider, t } = started), { tools });
 
   test('are named to the model; one that needs no permission runs at once; no key sends no Authorization header', async () => {
     provider.script = (request) => /approved your action/.test(lastUserText(request))
@@ -229,14 +213,8 @@ describe('a deployment\'s registered tools', () => {
 describe('bounds set by MODEL_HISTORY_CHARACTERS and MODEL_MAX_OUTPUT_TOKENS', () => {
   let provider: FakeModelProvider;
   let t: TestApp;
-  before(async () => {
-    provider = await startFakeModelProvider();
-    t = await startTestApp({ model: { provider: 'openai-compatible', name: 'm', baseUrl: provider.baseUrl, apiKey: null, timeoutMs: 10_000, systemPrompt: null, historyCharacters: 70, maxOutputTokens: 123 } });
-  });
-  after(async () => {
-    await t.close();
-    await provider.close();
-  });
+  withModelApp({ provider: 'openai-compatible', name: 'm', apiKey: null, timeoutMs: 10_000, systemPrompt: null, historyCharacters: 70, maxOutputTokens: 123 },
+    (started) => ({ provider, t } = started));
 
   test('only the latest earlier turns that fit the history\'s characters go along, each whole, and the message itself always; max_tokens is sent', async () => {
     provider.script = (request) => ({ text: `Re: ${lastUserText(request)}` });
@@ -256,14 +234,7 @@ describe('bounds set by MODEL_HISTORY_CHARACTERS and MODEL_MAX_OUTPUT_TOKENS', (
 describe('anthropic', () => {
   let provider: FakeModelProvider;
   let t: TestApp;
-  before(async () => {
-    provider = await startFakeModelProvider();
-    t = await startTestApp({ model: { provider: 'anthropic', name: 'claude-test', baseUrl: provider.baseUrl, apiKey: KEY, timeoutMs: 10_000, systemPrompt: null } });
-  });
-  after(async () => {
-    await t.close();
-    await provider.close();
-  });
+  withModelApp({ provider: 'anthropic', name: 'claude-test', apiKey: KEY, timeoutMs: 10_000, systemPrompt: null }, (started) => ({ provider, t } = started));
 
   test('a plain message: the model\'s text is the reply; the key goes in x-api-key, the default system prompt in `system`', async () => {
     provider.script = (request) => ({ text: `Claude says: ${lastUserText(request)}` });

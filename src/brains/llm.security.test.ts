@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { agentTexts, listActions, listQuestions, memberOfOwnersWorkspace, send, settledTranscript, unique } from '../services/missions.test-helper.ts';
-import { startFakeModelProvider, type FakeModelProvider } from '../testing/fake-model-provider.ts';
-import { childEnv, databaseEnv, seededDatabase, startTestApp, type TestApp } from '../testing/harness.ts';
+import { startFakeModelProvider, withModelApp, type FakeModelProvider } from '../testing/fake-model-provider.ts';
+import { childEnv, databaseEnv, seededDatabase, type TestApp } from '../testing/harness.ts';
 import { BIN, postMessage, startServerProcess, transcriptFrom } from '../testing/server-process.ts';
 import { isLongerThan, TEXT_MAX_LENGTH } from '../domain/problems.ts';
 
@@ -79,14 +79,7 @@ describe('the real server process', () => {
 describe('what the model writes', () => {
   let provider: FakeModelProvider;
   let t: TestApp;
-  before(async () => {
-    provider = await startFakeModelProvider();
-    t = await startTestApp({ model: { provider: 'openai-compatible', name: 'm', baseUrl: provider.baseUrl, apiKey: KEY, timeoutMs: 10_000, systemPrompt: null } });
-  });
-  after(async () => {
-    await t.close();
-    await provider.close();
-  });
+  withModelApp({ provider: 'openai-compatible', name: 'm', apiKey: KEY, timeoutMs: 10_000, systemPrompt: null }, (started) => ({ provider, t } = started));
 
   test('ask_user names someone who is not a member of the workspace: nobody is asked and the agent says so; a member is asked', async () => {
     const u = await t.userWithAgent();

@@ -1,5 +1,8 @@
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { after, before } from 'node:test';
+import type { ModelSettings } from '../brains/model-settings.ts';
+import { startTestApp, type TestApp, type TestAppOptions } from './harness.ts';
 
 /**
  * A local model provider for tests: a real HTTP server on 127.0.0.1 that speaks the wire formats
@@ -150,3 +153,23 @@ export function toolNames(request: RecordedRequest): string[] {
 
 /** Is this recorded request a judge's call (it offers judge_answer)? */
 export const isJudge = (request: RecordedRequest): boolean => toolNames(request).includes('judge_answer');
+
+/**
+ * Registers in the calling file (or describe) a fake provider and a test app whose agents answer
+ * through it (`model`: the settings but the provider's base URL), both closed after its tests;
+ * `use` receives them once started.
+ */
+export function withModelApp(
+  model: Omit<ModelSettings, 'baseUrl'>, use: (started: { provider: FakeModelProvider; t: TestApp }) => void, options: TestAppOptions = {},
+): void {
+  let started: { provider: FakeModelProvider; t: TestApp } | undefined;
+  before(async () => {
+    const provider = await startFakeModelProvider();
+    started = { provider, t: await startTestApp({ model: { ...model, baseUrl: provider.baseUrl } }, options) };
+    use(started);
+  });
+  after(async () => {
+    await started?.t.close();
+    await started?.provider.close();
+  });
+}
