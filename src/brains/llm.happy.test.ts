@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
-  agentTexts, answerOne, decideOne, listActions, listQuestions, send, sendNoWait, settledTranscript, unique,
+  agentTexts, answerOne, decideOne, listActions, listQuestions, postAnswers, send, sendNoWait, settledTranscript, unique,
 } from '../services/missions.test-helper.ts';
 import { isJudge, lastUserText, messageText, systemPrompt, toolNames, withModelApp, type FakeModelProvider } from '../testing/fake-model-provider.ts';
 import type { TestApp } from '../testing/harness.ts';
@@ -168,6 +168,61 @@ describe('openai-compatible', () => {
     assert.match(lastUserText(judged), /Question: What is the delivery address\?\s+Answer: Berlin/);
     assert.equal((await answerOne(t, u, question.request_id, '1 Main Street, Berlin')).accepted, true);
     assert.equal(agentTexts(await settledTranscript(t, u, sent.sessionId, 2)).at(-1), 'Thanks, shipping there.');
+  });
+
+  test('a bulk of text answers is judged 8 at once, answers to one question one after the other; accepted ones settle in the entries\' order', async () => {
+    const QUESTIONS = 10;
+    let inFlight = 0;
+    let mostInFlight = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => { release = resolve; });
+    provider.script = async (request) => {
+      const said = lastUserText(request);
+      if (isJudge(request)) {
+        inFlight++;
+        mostInFlight = Math.max(mostInFlight, inFlight);
+        await gate;
+        // Later entries' verdicts come back first: the order of settling must not follow them.
+        const entry = Number(/answer-(\d+)/.exec(said)?.[1] ?? 0);
+        await new Promise((resolve) => setTimeout(resolve, (QUESTIONS - entry) * 15));
+        inFlight--;
+        return { toolCalls: [{ name: 'judge_answer', input: /refuse/.test(said) ? { accepted: false, reason: 'Refused.' } : { accepted: true } }] };
+      }
+      if (/was answered: /.test(said)) return { text: `Got ${/answer-\d+/.exec(said)![0]}` };
+      return { toolCalls: [{ name: 'ask_user', input: { question: `Question ${/Q(\d+)/.exec(said)![1]}?`, answer_type: 'text' } }] };
+    };
+    const u = await t.userWithAgent();
+    const sessions: string[] = [];
+    for (let i = 0; i < QUESTIONS; i++) sessions.push((await send(t, u, unique(`Q${i}`))).sessionId);
+    const ids = new Map<string, string>((await listQuestions(t, u)).json().questions.map((q: any) => [q.text, q.request_id]));
+    const id = (i: number) => ids.get(`Question ${i}?`)!;
+    const entries = [
+      { request_id: id(0), text: 'answer-0' }, { request_id: id(0), text: 'answer-0 again' }, // the second is never judged
+      { request_id: id(1), text: 'answer-1 refuse' }, { request_id: id(1), text: 'answer-1' }, // judged one after the other
+      ...Array.from({ length: QUESTIONS - 2 }, (_, k) => ({ request_id: id(k + 2), text: `answer-${k + 2}` })),
+    ];
+    const judgesBefore = provider.requests.filter(isJudge).length;
+    const answering = postAnswers(t, u, entries);
+    const judgesSent = () => provider.requests.filter(isJudge).length - judgesBefore;
+    for (const deadline = Date.now() + 5_000; judgesSent() < 8 && Date.now() < deadline;) await new Promise((resolve) => setTimeout(resolve, 5));
+    await new Promise((resolve) => setTimeout(resolve, 200)); // room for a ninth, were there no bound
+    release();
+    const res = await answering;
+    assert.equal(res.statusCode, 200, res.body);
+    assert.equal(mostInFlight, 8);
+    assert.deepEqual(res.json().results, [
+      { request_id: id(0), ok: true, accepted: true },
+      { request_id: id(0), ok: false, error: { code: 'already_answered', message: 'This question already has an accepted answer.' } },
+      { request_id: id(1), ok: true, accepted: false, reason: 'Refused.' },
+      ...Array.from({ length: QUESTIONS - 1 }, (_, k) => ({ request_id: id(k + 1), ok: true, accepted: true })),
+    ]);
+    const judged = provider.requests.filter(isJudge).slice(judgesBefore).map((request) => /Answer: (.*)/.exec(lastUserText(request))![1]);
+    assert.equal(judged.length, QUESTIONS + 1);
+    assert.ok(!judged.includes('answer-0 again'));
+    // The agent's one line runs the resumed missions in the order their answers were settled.
+    for (const sessionId of sessions) await settledTranscript(t, u, sessionId, 2);
+    const resumed = provider.requests.map((request) => /was answered: answer-(\d+)/.exec(lastUserText(request))?.[1]).filter((n) => n !== undefined);
+    assert.deepEqual(resumed.slice(-QUESTIONS), Array.from({ length: QUESTIONS }, (_, i) => String(i)));
   });
 
   test('one action or question per turn: the first call is taken, later ones ignored; an unknown answer_type becomes text', async () => {

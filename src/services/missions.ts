@@ -1,4 +1,5 @@
 import { type ExpressionBuilder, type Kysely, sql, type Transaction } from 'kysely';
+import pMap from 'p-map';
 import { z } from 'zod';
 import type { Brain } from '../brains/brain.ts';
 import { looksLikeId } from '../domain/ids.ts';
@@ -88,6 +89,27 @@ const LIVE_MISSION = ['waiting', 'active'] as const;
 
 const NO_ACTION = 'No pending action with this operation_id.';
 const NO_QUESTION = 'No open question with this request_id.';
+
+/** Answers of one bulk request judged at once: a model's judge takes seconds an answer. */
+export const JUDGED_AT_ONCE = 8;
+
+/** An answer that passed its checks and its judge, not yet recorded. */
+interface AcceptedAnswer {
+  question: Question;
+  text: string;
+}
+
+function isAccepted(judged: AnswerResult | AcceptedAnswer): judged is AcceptedAnswer {
+  return 'question' in judged;
+}
+
+function questionNotFound(requestId: string | null): AnswerResult {
+  return { request_id: requestId, ok: false, error: { code: 'not_found', message: NO_QUESTION } };
+}
+
+function alreadyAnswered(requestId: string): AnswerResult {
+  return { request_id: requestId, ok: false, error: { code: 'already_answered', message: 'This question already has an accepted answer.' } };
+}
 
 /**
  * Missions (contract §5, §6): actions awaiting permission and open questions. A decision or an
@@ -236,11 +258,32 @@ export class MissionsService {
     return { results };
   }
 
-  /** §6: one result per entry, in order; the first accepted answer wins. */
+  /**
+   * §6: one result per entry, in order; the first accepted answer wins. Answers are judged up to
+   * JUDGED_AT_ONCE at a time (a model's judge takes seconds per answer), those to one question
+   * one after the other; the accepted ones are then settled in the entries' order, so missions
+   * resume in the order the caller gave.
+   */
   async answer(userId: string, entries: unknown): Promise<{ results: AnswerResult[] }> {
     const list = bulkEntries(entries, 'answers');
+    const judged = new Array<AnswerResult | AcceptedAnswer | 'after_accepted'>(list.length);
+    const byQuestion = Map.groupBy(list.keys(), (index) => stringField(list[index], 'request_id') ?? index);
+    await pMap(byQuestion.values(), async (indexes) => {
+      for (const [position, index] of indexes.entries()) {
+        judged[index] = await this.judgeAnswer(userId, list[index]);
+        if (isAccepted(judged[index])) {
+          // Later answers to the same question are read again once this one is settled (below).
+          for (const later of indexes.slice(position + 1)) judged[later] = 'after_accepted';
+          return;
+        }
+      }
+    }, { concurrency: JUDGED_AT_ONCE });
     const results: AnswerResult[] = [];
-    for (const entry of list) results.push(await this.answerOne(userId, entry));
+    for (const [index, entry] of list.entries()) {
+      const verdict = judged[index]!;
+      results.push(verdict === 'after_accepted' ? await this.answerOne(userId, entry)
+        : isAccepted(verdict) ? await this.settleAnswer(verdict) : verdict);
+    }
     return { results };
   }
 
@@ -306,11 +349,14 @@ export class MissionsService {
   }
 
   private async answerOne(userId: string, entry: unknown): Promise<AnswerResult> {
+    const judged = await this.judgeAnswer(userId, entry);
+    return isAccepted(judged) ? this.settleAnswer(judged) : judged;
+  }
+
+  /** An answer's checks and its judge's verdict: its result already, or an accepted answer still to settle. */
+  private async judgeAnswer(userId: string, entry: unknown): Promise<AnswerResult | AcceptedAnswer> {
     const requestId = stringField(entry, 'request_id');
-    const notFound: AnswerResult = { request_id: requestId, ok: false, error: { code: 'not_found', message: NO_QUESTION } };
-    const alreadyAnswered: AnswerResult = {
-      request_id: requestId, ok: false, error: { code: 'already_answered', message: 'This question already has an accepted answer.' },
-    };
+    const notFound = questionNotFound(requestId);
     if (requestId !== null && isUnstorableText(requestId)) {
       return { request_id: requestId, ok: false, error: { code: 'not_found', message: `No question has this request_id: it ${UNSTORABLE_TEXT_RULE}.` } };
     }
@@ -324,7 +370,7 @@ export class MissionsService {
     if (question.owner_user_id !== userId && !(await this.isMemberOfAgentWorkspace(userId, question.agent_id))) return notFound;
     if (await this.closeIfOrphaned(question.mission_id)) return notFound;
     if (question.status === 'closed') return notFound;
-    if (question.status === 'answered') return alreadyAnswered;
+    if (question.status === 'answered') return alreadyAnswered(requestId);
 
     const text = (entry as Record<string, unknown>).text;
     if (typeof text !== 'string') {
@@ -344,12 +390,18 @@ export class MissionsService {
       return { request_id: requestId, ok: true, accepted: false, reason: verdict.reason ?? 'The answer does not answer the question.' };
     }
 
+    return { question, text };
+  }
+
+  /** An accepted answer recorded and its mission resumed, unless another answer was first. */
+  private async settleAnswer({ question, text }: AcceptedAnswer): Promise<AnswerResult> {
+    const requestId = question.id;
     return this.deps.engine.transact(async (trx, stage) => {
       const settled = await trx.updateTable('questions').set({ status: 'answered', answer: text, answered_at: isoNow() })
         .where('id', '=', requestId).where('status', '=', 'open').executeTakeFirst();
       if (Number(settled.numUpdatedRows) !== 1) {
         const now = await trx.selectFrom('questions').select('status').where('id', '=', requestId).executeTakeFirst();
-        return now?.status === 'answered' ? alreadyAnswered : notFound;
+        return now?.status === 'answered' ? alreadyAnswered(requestId) : questionNotFound(requestId);
       }
       await this.continueMission(trx, stage, question, { kind: 'question_answered', missionId: question.mission_id, requestId, answer: text });
       return { request_id: requestId, ok: true, accepted: true } satisfies AnswerResult;

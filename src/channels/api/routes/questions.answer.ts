@@ -37,7 +37,9 @@ export function answerQuestionsRoute(app: ApiApp, ctx: ApiContext): void {
       summary: 'Answer open questions',
       description: 'The person asked and the mission\'s owner may both answer; the first accepted answer wins and resumes the mission exactly once. '
         + 'An answer that does not fit is refused (`accepted: false`) with a reason naming what is missing; so is one whose `text` '
-        + 'holds the NUL character (U+0000) or a lone UTF-16 surrogate. A `request_id` holding one is `not_found`.',
+        + 'holds the NUL character (U+0000) or a lone UTF-16 surrogate. A `request_id` holding one is `not_found`. '
+        + 'Entries are judged up to 8 at once (a model-backed agent judges text answers with a model call), answers to one question '
+        + 'one after the other; accepted answers are recorded in the entries\' order, so the missions resume in that order.',
       body: bulkBody('answers', AnswerEntryDoc, 'A JSON array of 1–100 answers, or `{ "answers": [...] }`.'),
       response: {
         200: z.object({ results: z.array(AnswerResultSchema) }).describe('One result per entry, in order; one bad entry never fails the others.'),
