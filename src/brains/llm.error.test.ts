@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { answerOne, decideOne, listActions, listQuestions, send, sendNoWait, settledTranscript, unique } from '../services/missions.test-helper.ts';
-import { isJudge, startFakeModelProvider, lastUserText, withModelApp, type FakeModelProvider } from '../testing/fake-model-provider.ts';
+import { continuationOutcome, isJudge, startFakeModelProvider, withModelApp, type FakeModelProvider } from '../testing/fake-model-provider.ts';
 import { API, startTestApp, type TestApp, type TestUser } from '../testing/harness.ts';
 import { MODEL_FAILED_TEXT } from './llm.ts';
 import { ToolRegistry } from './tools.ts';
@@ -80,7 +80,7 @@ test('a shutdown aborts a model call under way (the provider sees it given up) w
 
 test('a shutdown while the model words the reply to an approved action that ran: the action is done ("Done: <summary>") and its tool does not run again at the next start', { timeout: 60_000 }, async () => {
   let hang = true;
-  const own = await startFakeModelProvider((request) => /approved your action/.test(lastUserText(request))
+  const own = await startFakeModelProvider((request) => continuationOutcome(request) === 'approved'
     ? (hang ? { hang: true } : { text: 'Sent after the restart.' })
     : { toolCalls: [{ name: 'request_action', input: { kind: 'email', summary: 'Email Di' } }] });
   const ran: string[] = [];
@@ -91,7 +91,7 @@ test('a shutdown while the model words the reply to an approved action that ran:
     const sent = await send(app, u, unique('Write to Di'));
     const [action] = (await listActions(app, u)).json().actions;
     await decideOne(app, u, { operation_id: action.operation_id, decision: 'approve' });
-    while (!own.requests.some((request) => /approved your action/.test(lastUserText(request)))) await new Promise((resolve) => setTimeout(resolve, 10));
+    while (!own.requests.some((request) => continuationOutcome(request) === 'approved')) await new Promise((resolve) => setTimeout(resolve, 10));
     assert.deepEqual(ran, [action.operation_id]);
     hang = false;
     app = await app.restart(); // a grace of 0: the running turn is aborted at once
@@ -186,7 +186,7 @@ test('past the wait ceiling (Prefer: wait=0) the failure is an error turn in the
 });
 
 test('a model that fails after an approved action ran does not fail the action: the reply is "Done: <summary>"', async () => {
-  provider.script = (request) => /approved your action/.test(lastUserText(request))
+  provider.script = (request) => continuationOutcome(request) === 'approved'
     ? { status: 500, message: PROVIDER_TEXT }
     : { toolCalls: [{ name: 'request_action', input: { kind: 'email', summary: 'Email Cy' } }] };
   const u = await t.userWithAgent();
@@ -203,7 +203,7 @@ test('a judge that fails refuses the text answer, saying it could not be judged;
   let judgeWorks = false;
   provider.script = (request) => {
     if (isJudge(request)) return judgeWorks ? { toolCalls: [{ name: 'judge_answer', input: { accepted: true } }] } : { status: 500, message: PROVIDER_TEXT };
-    if (/was answered/.test(lastUserText(request))) return { text: 'Got it.' };
+    if (continuationOutcome(request) === 'answered') return { text: 'Got it.' };
     return { toolCalls: [{ name: 'ask_user', input: { question: 'Why?', answer_type: 'text' } }] };
   };
   const u = await t.userWithAgent();

@@ -3,10 +3,12 @@ import { describe, test } from 'node:test';
 import {
   agentTexts, answerOne, decideOne, listActions, listQuestions, postAnswers, send, sendNoWait, settledTranscript, unique,
 } from '../services/missions.test-helper.ts';
-import { isJudge, lastUserText, messageText, systemPrompt, toolNames, withModelApp, type FakeModelProvider } from '../testing/fake-model-provider.ts';
+import {
+  continuationOutcome, endingToolResult, isJudge, lastUserText, messageText, systemPrompt, toolNames, withModelApp, type FakeModelProvider,
+} from '../testing/fake-model-provider.ts';
 import type { TestApp } from '../testing/harness.ts';
 import { ToolRegistry } from './tools.ts';
-import { DEFAULT_SYSTEM_PROMPT } from './llm.ts';
+import { DEFAULT_SYSTEM_PROMPT, HISTORY_LEFT_OUT } from './llm.ts';
 
 /** The model-backed brain against a local server speaking the providers' HTTP protocols (MODEL_PROVIDER set). */
 const KEY = 'sk-test-happy-key';
@@ -63,7 +65,7 @@ describe('openai-compatible', () => {
       const last = lastUserText(request);
       if (last === ask) return { toolCalls: [{ name: 'request_action', input: { kind: 'email', summary: 'Email the minutes' } }] };
       if (last === hold) await gate; // holds the agent's line while the approval and then `behind` are queued
-      return { text: /approved your action/.test(last) ? 'Sent.' : `Re: ${last}` };
+      return { text: continuationOutcome(request) === 'approved' ? 'Sent.' : `Re: ${last}` };
     };
     const u = await t.userWithAgent();
     const sent = await send(t, u, ask);
@@ -73,14 +75,15 @@ describe('openai-compatible', () => {
     await sendNoWait(t, u, behind, sent.sessionId);
     release();
     assert.deepEqual(agentTexts(await settledTranscript(t, u, sent.sessionId, 4)).slice(1), [`Re: ${hold}`, 'Sent.', `Re: ${behind}`]);
-    const approved = provider.requests.find((request) => /approved your action/.test(lastUserText(request)))!;
-    assert.deepEqual(approved.body.messages.filter((m: any) => m.role !== 'system').map((m: any) => messageText(m)).slice(0, -1),
+    const approved = provider.requests.find((request) => continuationOutcome(request) === 'approved')!;
+    // The history, then the approval as the model's own request_action call and its result.
+    assert.deepEqual(approved.body.messages.filter((m: any) => m.role !== 'system').slice(0, -2).map((m: any) => messageText(m)),
       [ask, agentTexts(await settledTranscript(t, u, sent.sessionId, 4))[0], hold, `Re: ${hold}`]);
   });
 
   test('request_action → a pending action; approved → the model is told it is done and its reply lands in the transcript', async () => {
     const summary = unique('Email the report to Ann');
-    provider.script = (request) => /approved your action/.test(lastUserText(request))
+    provider.script = (request) => continuationOutcome(request) === 'approved'
       ? { text: 'The report has been sent.' }
       : { text: 'I will email it once you approve.', toolCalls: [{ name: 'request_action', input: { kind: 'email', summary, details: { to: 'ann@example.test' } } }] };
     const u = await t.userWithAgent();
@@ -94,13 +97,17 @@ describe('openai-compatible', () => {
 
     const messages = await settledTranscript(t, u, sent.sessionId, 2);
     assert.equal(agentTexts(messages).at(-1), 'The report has been sent.');
-    assert.match(lastUserText(provider.requests.at(-1)!), new RegExp(`approved your action ${actions[0].operation_id} \\(email: `));
+    assert.deepEqual(endingToolResult(provider.requests.at(-1)!), {
+      toolName: 'request_action', callId: actions[0].operation_id,
+      input: { kind: 'email', summary, details: { to: 'ann@example.test' } },
+      output: { outcome: 'approved', carried_out: true, next: 'Tell the person it is done.' },
+    });
     const row = await t.runtime.store.db.selectFrom('actions').select('status').where('id', '=', actions[0].operation_id).executeTakeFirstOrThrow();
     assert.equal(row.status, 'done');
   });
 
   test('with no text of its own, the reply names the operation_id; rejected with a reason, the model is told the reason and re-plans with another action', async () => {
-    provider.script = (request) => /rejected your action/.test(lastUserText(request))
+    provider.script = (request) => continuationOutcome(request) === 'rejected'
       ? { text: 'Then I will call instead.', toolCalls: [{ name: 'request_action', input: { kind: 'call', summary: 'Call Ann' } }] }
       : { toolCalls: [{ name: 'request_action', input: { kind: 'email', summary: 'Email Ann' } }] };
     const u = await t.userWithAgent();
@@ -112,7 +119,9 @@ describe('openai-compatible', () => {
     await decideOne(t, u, { operation_id: action.operation_id, decision: 'reject', reason });
     const messages = await settledTranscript(t, u, sent.sessionId, 2);
     assert.equal(agentTexts(messages).at(-1), 'Then I will call instead.');
-    assert.match(lastUserText(provider.requests.at(-1)!), new RegExp(`rejected your action ${action.operation_id} .*Their reason: ${reason}`));
+    const told = endingToolResult(provider.requests.at(-1)!)!;
+    assert.deepEqual([told.toolName, told.callId, told.input.summary, told.output.outcome, told.output.reason],
+      ['request_action', action.operation_id, 'Email Ann', 'rejected', reason]);
     const replanned = (await listActions(t, u)).json().actions;
     assert.deepEqual(replanned.map((a: any) => [a.kind, a.summary, a.mission_id]), [['call', 'Call Ann', action.mission_id]]);
   });
@@ -132,8 +141,8 @@ describe('openai-compatible', () => {
 
   test('ask_user → an open question with its answer_type; an answer that fits is accepted and the model continues with it', async () => {
     const question = unique('How many copies?');
-    provider.script = (request) => /was answered: /.test(lastUserText(request))
-      ? { text: `Printing ${/answered: (\d+)/.exec(lastUserText(request))![1]} copies.` }
+    provider.script = (request) => continuationOutcome(request) === 'answered'
+      ? { text: `Printing ${endingToolResult(request)!.output.answer} copies.` }
       : { toolCalls: [{ name: 'ask_user', input: { question, answer_type: 'number' } }] };
     const u = await t.userWithAgent();
     const sent = await send(t, u, unique('Print the report'));
@@ -154,7 +163,7 @@ describe('openai-compatible', () => {
           ? { toolCalls: [{ name: 'judge_answer', input: { accepted: true } }] }
           : { toolCalls: [{ name: 'judge_answer', input: { accepted: false, reason: 'The street name is missing.' } }] };
       }
-      return /was answered: /.test(lastUserText(request)) ? { text: 'Thanks, shipping there.' }
+      return continuationOutcome(request) === 'answered' ? { text: 'Thanks, shipping there.' }
         : { text: 'Where should it go?', toolCalls: [{ name: 'ask_user', input: { question: 'What is the delivery address?', answer_type: 'text' } }] };
     };
     const u = await t.userWithAgent();
@@ -188,7 +197,7 @@ describe('openai-compatible', () => {
         inFlight--;
         return { toolCalls: [{ name: 'judge_answer', input: /refuse/.test(said) ? { accepted: false, reason: 'Refused.' } : { accepted: true } }] };
       }
-      if (/was answered: /.test(said)) return { text: `Got ${/answer-\d+/.exec(said)![0]}` };
+      if (continuationOutcome(request) === 'answered') return { text: `Got ${endingToolResult(request)!.output.answer}` };
       return { toolCalls: [{ name: 'ask_user', input: { question: `Question ${/Q(\d+)/.exec(said)![1]}?`, answer_type: 'text' } }] };
     };
     const u = await t.userWithAgent();
@@ -221,7 +230,7 @@ describe('openai-compatible', () => {
     assert.ok(!judged.includes('answer-0 again'));
     // The agent's one line runs the resumed missions in the order their answers were settled.
     for (const sessionId of sessions) await settledTranscript(t, u, sessionId, 2);
-    const resumed = provider.requests.map((request) => /was answered: answer-(\d+)/.exec(lastUserText(request))?.[1]).filter((n) => n !== undefined);
+    const resumed = provider.requests.map((request) => /^answer-(\d+)$/.exec(endingToolResult(request)?.output.answer)?.[1]).filter((n) => n !== undefined);
     assert.deepEqual(resumed.slice(-QUESTIONS), Array.from({ length: QUESTIONS }, (_, i) => String(i)));
   });
 
@@ -249,7 +258,7 @@ describe('a deployment\'s registered tools', () => {
   withModelApp({ provider: 'openai-compatible', name: 'm', apiKey: null, timeoutMs: 10_000, systemPrompt: null }, (started) => ({ provider, t } = started), { tools });
 
   test('are named to the model; one that needs no permission runs at once; no key sends no Authorization header', async () => {
-    provider.script = (request) => /approved your action/.test(lastUserText(request))
+    provider.script = (request) => continuationOutcome(request) === 'approved'
       ? { text: 'It means a small dog.' }
       : { toolCalls: [{ name: 'request_action', input: { kind: 'lookup', summary: 'Look up "pup"' } }] };
     const u = await t.userWithAgent();
@@ -284,6 +293,22 @@ describe('bounds set by MODEL_HISTORY_CHARACTERS and MODEL_MAX_OUTPUT_TOKENS', (
     assert.deepEqual(last.body.messages.filter((m: any) => m.role !== 'system').map((m: any) => messageText(m)), [b, `Re: ${b}`, c]);
     assert.equal(last.body.max_tokens, 123);
   });
+
+  test('a continuation whose history has no turn of the person\'s left starts with a note saying so, then the call and its result', async () => {
+    provider.script = (request) => continuationOutcome(request) === 'approved'
+      ? { text: 'Done.' }
+      : { text: 'Needs approval.', toolCalls: [{ name: 'request_action', input: { kind: 'email', summary: 'Email Al' } }] };
+    const u = await t.userWithAgent();
+    const { sessionId } = await send(t, u, unique('x'.repeat(100))); // longer than the 70 characters: left out
+    const [action] = (await listActions(t, u)).json().actions;
+    await decideOne(t, u, { operation_id: action.operation_id, decision: 'approve' });
+    assert.equal(agentTexts(await settledTranscript(t, u, sessionId, 2)).at(-1), 'Done.');
+    const approval = provider.requests.at(-1)!;
+    assert.deepEqual(approval.body.messages.filter((m: any) => m.role !== 'system').map((m: any) => [m.role, m.content]).slice(0, 1),
+      [['user', HISTORY_LEFT_OUT]]);
+    assert.deepEqual(approval.body.messages.filter((m: any) => m.role !== 'system').map((m: any) => m.role), ['user', 'assistant', 'tool']);
+    assert.equal(endingToolResult(approval)!.callId, action.operation_id);
+  });
 });
 
 describe('anthropic', () => {
@@ -305,7 +330,7 @@ describe('anthropic', () => {
   });
 
   test('a tool_use block for request_action becomes a pending action; approved, the reply lands', async () => {
-    provider.script = (request) => /approved your action/.test(lastUserText(request))
+    provider.script = (request) => continuationOutcome(request) === 'approved'
       ? { text: 'Booked.' }
       : { text: 'Booking needs your approval.', toolCalls: [{ name: 'request_action', input: { kind: 'booking', summary: 'Book a table for two', details: { seats: 2 } } }] };
     const u = await t.userWithAgent();
@@ -315,5 +340,9 @@ describe('anthropic', () => {
     assert.deepEqual([action.kind, action.summary, action.details], ['booking', 'Book a table for two', { seats: 2 }]);
     await decideOne(t, u, { operation_id: action.operation_id, decision: 'approve' });
     assert.equal(agentTexts(await settledTranscript(t, u, sent.sessionId, 2)).at(-1), 'Booked.');
+    // The approval answers the model's own tool_use block; the roles alternate, as Anthropic requires.
+    const approval = provider.requests.at(-1)!;
+    assert.deepEqual(approval.body.messages.map((m: any) => m.role), ['user', 'assistant', 'user']);
+    assert.deepEqual([endingToolResult(approval)!.callId, endingToolResult(approval)!.output.outcome], [action.operation_id, 'approved']);
   });
 });

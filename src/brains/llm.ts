@@ -1,8 +1,8 @@
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { APICallError, generateText, tool, type LanguageModel, type ModelMessage, type ToolSet } from 'ai';
+import { APICallError, generateText, tool, type JSONValue, type LanguageModel, type ModelMessage, type ToolSet } from 'ai';
 import { z } from 'zod';
-import type { AnswerVerdict, Brain, BrainContext, BrainInput, BrainResult, HistoryTurn, QuestionRef } from './brain.ts';
+import type { ActionRef, AnswerVerdict, Brain, BrainContext, BrainInput, BrainResult, HistoryTurn, QuestionRef } from './brain.ts';
 import { BrainFailure } from './brain.ts';
 import { DEFAULT_HISTORY_CHARACTERS, type ModelSettings } from './model-settings.ts';
 import { isAnswerType, judgeByType, notAMemberReply, questionAskedReply } from './questions.ts';
@@ -74,12 +74,12 @@ export class LlmBrain implements Brain {
   async respond(input: BrainInput, context: BrainContext): Promise<BrainResult> {
     switch (input.kind) {
       case 'message':
-        return this.converse(context, input.text);
+        return this.converse(context, { role: 'user', content: input.text });
       case 'action_approved': {
         await context.runTool(input.action);
-        const note = `[The person approved your action ${input.action.operationId} (${input.action.kind}: ${input.action.summary}) and it has been carried out. Tell them it is done.]`;
+        const outcome = { outcome: 'approved', carried_out: true, next: 'Tell the person it is done.' };
         try {
-          return { ...(await this.converse(context, note)), executed: true };
+          return { ...(await this.converse(context, actionOutcome(input.action, outcome))), executed: true };
         } catch (error) {
           // The action ran: a model that cannot word the reply must not make it look failed, nor
           // a shutdown while it does make it run again at the next start (the lease is still held).
@@ -90,10 +90,13 @@ export class LlmBrain implements Brain {
       case 'action_rejected':
         // Without a reason the mission stops (contract §8), as with the built-in agent: nothing to ask the model.
         if (!input.reason) return { reply: STOPPED_REPLY };
-        return this.converse(context, `[The person rejected your action ${input.action.operationId} (${input.action.kind}: ${input.action.summary}). `
-          + `Their reason: ${input.reason}. Re-plan: you may request a different action, ask a question, or answer.]`);
+        return this.converse(context, actionOutcome(input.action, {
+          outcome: 'rejected', reason: input.reason, next: 'Re-plan: request a different action, ask a question, or answer.',
+        }));
       case 'question_answered':
-        return this.converse(context, `[Your question ${input.question.requestId} ("${input.question.text}") was answered: ${input.answer.trim()}. Continue.]`);
+        return this.converse(context, toolOutcome(input.question.requestId, 'ask_user',
+          { question: input.question.text, answer_type: input.question.answerType },
+          { answer: input.answer.trim(), next: 'Continue with the answer.' }));
     }
   }
 
@@ -120,8 +123,11 @@ export class LlmBrain implements Brain {
     }
   }
 
-  /** One model call over the conversation so far and `unitOfWork`; its answer becomes the turn's result. */
-  private async converse(context: BrainContext, unitOfWork: string): Promise<BrainResult> {
+  /**
+   * One model call over the conversation so far and the unit of work (a message, or a
+   * continuation's outcome); its answer becomes the turn's result.
+   */
+  private async converse(context: BrainContext, unitOfWork: UnitOfWork): Promise<BrainResult> {
     const result = await this.call({
       instructions: this.settings.systemPrompt ?? DEFAULT_SYSTEM_PROMPT,
       messages: conversation(await context.history(), unitOfWork, this.settings.historyCharacters ?? DEFAULT_HISTORY_CHARACTERS),
@@ -259,13 +265,37 @@ function languageModel(settings: ModelSettings): LanguageModel {
     .chatModel(settings.name);
 }
 
+/** What a model call is about: the person's message, or a continuation's tool call and its outcome. */
+type UnitOfWork = ModelMessage | [ModelMessage, ModelMessage];
+
 /**
- * The session's turns as the model's messages, then the unit of work (a message, or a
- * continuation's note) as the person's latest. A message's own turn is taken out of the history
- * and put last: replies to earlier messages may have been written after it while it waited.
+ * A continuation as the model's own tool call (its id the action's or question's) and the
+ * tool's result: the outcome reaches the model as data from the tool, never as words in the
+ * person's voice, which a person's message (or an answer's text) could imitate.
  */
-function conversation(history: HistoryTurn[], unitOfWork: string, historyCharacters: number): ModelMessage[] {
-  const own = history.findLastIndex((turn) => turn.role === 'user' && turn.text === unitOfWork);
+function toolOutcome(callId: string, toolName: 'request_action' | 'ask_user', input: Record<string, unknown>, output: Record<string, JSONValue>): UnitOfWork {
+  return [
+    { role: 'assistant', content: [{ type: 'tool-call', toolCallId: callId, toolName, input }] },
+    { role: 'tool', content: [{ type: 'tool-result', toolCallId: callId, toolName, output: { type: 'json', value: output } }] },
+  ];
+}
+
+function actionOutcome(action: ActionRef, output: Record<string, JSONValue>): UnitOfWork {
+  return toolOutcome(action.operationId, 'request_action', { kind: action.kind, summary: action.summary, details: action.details }, output);
+}
+
+/** Said first when a continuation's history holds no turn of the person's (providers want the person to speak first). */
+export const HISTORY_LEFT_OUT = '(The earlier messages of this conversation are left out.)';
+
+/**
+ * The session's turns as the model's messages, then the unit of work. A message's own turn is
+ * taken out of the history and put last: replies to earlier messages may have been written
+ * after it while it waited.
+ */
+function conversation(history: HistoryTurn[], unitOfWork: UnitOfWork, historyCharacters: number): ModelMessage[] {
+  const latest = Array.isArray(unitOfWork) ? unitOfWork : [unitOfWork];
+  const ownText = Array.isArray(unitOfWork) ? null : unitOfWork.content;
+  const own = history.findLastIndex((turn) => turn.role === 'user' && turn.text === ownText);
   const earlier = own === -1 ? history : history.toSpliced(own, 1);
   // The latest turns that fit in historyCharacters, a turn whole or not at all.
   let first = earlier.length;
@@ -273,10 +303,10 @@ function conversation(history: HistoryTurn[], unitOfWork: string, historyCharact
     characters += earlier[first - 1]!.text.length;
   }
   const messages: ModelMessage[] = earlier.slice(first).map((turn) => ({ role: turn.role === 'user' ? 'user' : 'assistant', content: turn.text }));
-  messages.push({ role: 'user', content: unitOfWork });
   // A bounded history may begin with the agent's turn; providers want the person to speak first.
   while (messages[0]?.role === 'assistant') messages.shift();
-  return messages;
+  if (messages.length === 0 && latest[0]!.role !== 'user') messages.push({ role: 'user', content: HISTORY_LEFT_OUT });
+  return [...messages, ...latest];
 }
 
 /** What a warning names of the job a failed call was for. */

@@ -137,6 +137,38 @@ export function messageText(message: { content: unknown } | undefined): string {
   return (message.content as Array<{ type: string; text?: string }>).filter((p) => p.type === 'text').map((p) => p.text).join('');
 }
 
+/** A tool call of the model's that a request carries back with its result (a continuation's outcome). */
+export interface CarriedToolResult {
+  toolName: string;
+  callId: string;
+  /** The call's input, as the model's tool call had it. */
+  input: any;
+  /** The tool's result, parsed from its JSON text. */
+  output: any;
+}
+
+/** The tool result a recorded request ends with, and the call it answers, in either protocol; null when it ends otherwise. */
+export function endingToolResult(request: RecordedRequest): CarriedToolResult | null {
+  const messages: any[] = request.body.messages;
+  const last = messages.at(-1);
+  if (request.protocol === 'openai') {
+    if (last?.role !== 'tool') return null;
+    const call = messages.flatMap((m) => m.tool_calls ?? []).find((c: any) => c.id === last.tool_call_id);
+    return { toolName: call.function.name, callId: call.id, input: JSON.parse(call.function.arguments), output: JSON.parse(last.content) };
+  }
+  const result = Array.isArray(last?.content) ? last.content.find((part: any) => part.type === 'tool_result') : undefined;
+  if (last?.role !== 'user' || !result) return null;
+  const call = messages.flatMap((m) => (Array.isArray(m.content) ? m.content : [])).find((part: any) => part.type === 'tool_use' && part.id === result.tool_use_id);
+  const text = typeof result.content === 'string' ? result.content : result.content.map((part: any) => part.text).join('');
+  return { toolName: call.name, callId: call.id, input: call.input, output: JSON.parse(text) };
+}
+
+/** The outcome a continuation's request carries: `approved`, `rejected`, `answered`, or null for a message's. */
+export function continuationOutcome(request: RecordedRequest): 'approved' | 'rejected' | 'answered' | null {
+  const result = endingToolResult(request);
+  return result === null ? null : result.toolName === 'ask_user' ? 'answered' : result.output.outcome;
+}
+
 /** The system prompt a recorded request carried, in either protocol. */
 export function systemPrompt(request: RecordedRequest): string {
   if (request.protocol === 'anthropic') {
