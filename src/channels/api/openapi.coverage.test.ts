@@ -164,6 +164,15 @@ test('every response object is open to fields it does not name (contract §0: ex
   assert.ok(doc.components.schemas.SendResult.properties.reply, 'the schemas themselves are intact');
 });
 
+test('every route that reads a query string documents the 422 of a parameter given more than once', () => {
+  for (const [path, operations] of Object.entries<any>(doc.paths)) {
+    for (const [method, operation] of Object.entries<any>(operations)) {
+      if (!(operation.parameters ?? []).some((p: any) => p.in === 'query')) continue;
+      assert.match(operation.responses['422'].description, /given more than once/, `${method} ${path}`);
+    }
+  }
+});
+
 test('query parameters are documented as what they mean (limit: an integer from 1 to 200)', () => {
   const read = doc.paths[`${API}/sessions/{session_id}/messages`].get;
   const limit = read.parameters.find((p: any) => p.in === 'query' && p.name === 'limit');

@@ -213,3 +213,21 @@ test('the 2000-character limit of a reason counts code points: 2000 emoji re-pla
   const messages = await settledTranscript(t, owner, drafted.sessionId, 2);
   assert.deepEqual(agentTexts(messages).slice(1), [`Re-planned: ${longest}`]);
 });
+
+test('a malformed entry\'s message says what to send, not the validator\'s account of types', async () => {
+  const owner = await t.userWithAgent();
+  const res = await postDecisions(t, owner, [
+    'not an object',
+    { decision: 'approve' },
+    { operation_id: 'op_x' },
+    { operation_id: 'op_x', decision: 'maybe' },
+    { operation_id: 'op_x', decision: 'reject', reason: 42 },
+  ]);
+  assert.deepEqual(res.json().results.map((r: { error: { message: string } }) => r.error.message), [
+    'must be an object, not a string',
+    'operation_id: is required',
+    'decision: is required: one of approve, approve_same_type, reject',
+    'decision: must be one of approve, approve_same_type, reject',
+    'reason: must be a string, not a number',
+  ]);
+});

@@ -104,3 +104,15 @@ test('an admin on the free plan who already has an agent is stopped by the plan,
   assert.equal(res.statusCode, 403);
   assert.equal(res.json().code, 'agent_limit_reached');
 });
+
+test('each 422 says what to send: a missing agent_name "is required", a wrong type names both types', async () => {
+  const u = await t.user();
+  const messages = async (body: unknown) => (await createAgent(u.auth, body)).json().errors;
+  assert.deepEqual(await messages({}), [{ path: 'agent_name', message: 'is required' }]);
+  assert.deepEqual(await messages({ agent_name: 42 }), [{ path: 'agent_name', message: 'must be a string, not a number' }]);
+  assert.deepEqual(await messages({ agent_name: 'ok', workspace_id: '' }), [{ path: 'workspace_id', message: 'must not be empty' }]);
+  assert.deepEqual(await messages([]), [{ path: '', message: 'must be an object, not an array' }]);
+  // A message of the schema's own stays as it is.
+  assert.deepEqual(await messages({ agent_name: 'x'.repeat(101) }), [{ path: 'agent_name', message: 'must be at most 100 characters' }]);
+  assert.equal((await createAgent(u.auth, {})).json().detail, 'agent_name: is required');
+});

@@ -44,6 +44,15 @@ test('other invalid fields give validation_failed with errors[]; nothing is writ
   assert.equal(await turnCount(), before);
 });
 
+test('a validation_failed names what to send, in the client\'s terms, for the body and the headers alike', async () => {
+  const u = await t.userWithAgent();
+  const errorsOf = async (body: Record<string, unknown>, headers: Record<string, string> = {}) => (await send(t, u, body, headers)).json().errors;
+  assert.deepEqual(await errorsOf({ text: 'hi', session_id: 12 }), [{ path: 'session_id', message: 'must be a string, not a number' }]);
+  assert.deepEqual(await errorsOf({ text: 'hi', agent_id: null }), [{ path: 'agent_id', message: 'must be a string, not null' }]);
+  assert.deepEqual(await errorsOf({ text: 'hi', session_id: '' }), [{ path: 'session_id', message: 'must not be empty' }]);
+  assert.deepEqual(await errorsOf({ text: 'hi' }, { 'Idempotency-Key': 'k'.repeat(256) }), [{ path: 'idempotency-key', message: 'must be at most 255 characters' }]);
+});
+
 test('agent resolution: none → 404 agent_not_found; several → 422 agent_required; unknown → 404', async () => {
   const none = await t.user();
   const r1 = await send(t, none, { text: 'anyone?' });

@@ -31,3 +31,13 @@ test('a missing session is 404 session_not_found; a query error on a missing ses
   const badQuery = await transcript(t, u, 'ses_0000000000000000000000', 'limit=999');
   assert.equal(badQuery.statusCode, 422);
 });
+
+test('a query parameter given twice is 422 saying so (not "expected string, received array")', async () => {
+  const u = await t.userWithAgent();
+  const sessionId = (await send(t, u, { text: 'twice' })).json().session_id;
+  for (const [query, path] of [['limit=5&limit=6', 'limit'], ['after=a&after=b', 'after']] as const) {
+    const res = await transcript(t, u, sessionId, query);
+    assert.equal(res.statusCode, 422, query);
+    assert.deepEqual(res.json().errors, [{ path, message: 'must be given once' }], query);
+  }
+});

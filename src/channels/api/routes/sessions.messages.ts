@@ -39,7 +39,7 @@ export function readTranscriptRoute(app: ApiApp, ctx: ApiContext): void {
         200: TranscriptSchema.describe('A page of the transcript, oldest first; has_more says whether a later page exists.'),
         ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS,
         404: problemResponse('session_not_found (also for another account\'s session)'),
-        422: problemResponse('validation_failed: `after` is not a turn ts, `limit` is not an integer from 1 to 200, or a parameter (or the session id) holds the NUL character (U+0000) or a lone UTF-16 surrogate.'),
+        422: problemResponse('validation_failed: `after` is not a turn ts, `limit` is not an integer from 1 to 200, or a parameter is given more than once or (like the session id) holds the NUL character (U+0000) or a lone UTF-16 surrogate.'),
       },
     },
   }, async (request) => ctx.conversations.transcript(callerOf(request).userId, request.params.session_id, {
