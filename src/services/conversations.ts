@@ -189,8 +189,10 @@ export class ConversationsService {
     }
     const agents = await this.deps.agents.listForUser(inbound.userId);
     if (agents.length === 1) return { session: null, agentId: agents[0]!.agent_id };
-    if (agents.length === 0) throw new Problem('agent_not_found', 'You have no agent to message. Create one first.');
-    throw new Problem('agent_required', 'You can message several agents: name one with agent_id (see GET /agents).');
+    if (agents.length === 0) throw new Problem('agent_not_found', 'You have no agent to message: create one first (POST /agents).');
+    // Said in full: a client that meant to continue a session but misspelt the field (`sessionId`)
+    // lands here too, and learns the field's name.
+    throw new Problem('agent_required', 'You can message several agents: name one with agent_id (see GET /agents) for a new session, or continue one with session_id.');
   }
 
   /**

@@ -63,6 +63,11 @@ test('agent resolution: none → 404 agent_not_found; several → 422 agent_requ
   const r2 = await send(t, several, { text: 'which one?' });
   assert.equal(r2.statusCode, 422);
   assert.equal(r2.json().code, 'agent_required');
+  // Both ways out are named: a client that misspelt session_id (sessionId) learns its name.
+  assert.match(r2.json().detail, /\bagent_id\b.*\bsession_id\b/);
+  const misspelt = await send(t, several, { text: 'go on', sessionId: 'ses_doesnotexist000000000' });
+  assert.equal(misspelt.json().code, 'agent_required');
+  assert.match(r1.json().detail, /POST \/agents/);
   const r3 = await send(t, several, { text: 'hi', agent_id: 'agt_doesnotexist000000000' });
   assert.equal(r3.json().code, 'agent_not_found');
   const r4 = await send(t, several, { text: 'hi', session_id: 'ses_doesnotexist000000000' });
