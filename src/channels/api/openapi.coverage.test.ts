@@ -173,6 +173,14 @@ test('every route that reads a query string documents the 422 of a parameter giv
   }
 });
 
+test('every parameter, path ones included, says what it is', () => {
+  for (const [path, operations] of Object.entries<any>(doc.paths)) {
+    for (const [method, operation] of Object.entries<any>(operations)) {
+      for (const parameter of operation.parameters ?? []) assert.ok(parameter.description, `${method} ${path}: ${parameter.in} ${parameter.name}`);
+    }
+  }
+});
+
 test('query parameters are documented as what they mean (limit: an integer from 1 to 200)', () => {
   const read = doc.paths[`${API}/sessions/{session_id}/messages`].get;
   const limit = read.parameters.find((p: any) => p.in === 'query' && p.name === 'limit');

@@ -33,7 +33,7 @@ export function readTranscriptRoute(app: ApiApp, ctx: ApiContext): void {
       operationId: 'readTranscript',
       tags: ['Messages'],
       summary: 'Read a session\'s transcript',
-      params: z.object({ session_id: z.string() }),
+      params: z.object({ session_id: z.string().meta({ description: 'The `session_id` a `POST /messages` answered with (the `Location` of a 202 is this URL). Another account\'s session is 404, as a missing one is.' }) }),
       querystring: TranscriptQuery,
       response: {
         200: TranscriptSchema.describe('A page of the transcript, oldest first; has_more says whether a later page exists.'),
