@@ -181,6 +181,10 @@ test('every parameter, path ones included, says what it is', () => {
   }
 });
 
+test('a question\'s session_id says that a question put to you on another\'s mission names a session you cannot read', () => {
+  assert.match(doc.components.schemas.OpenQuestion.properties.session_id.description, /404 session_not_found/);
+});
+
 test('query parameters are documented as what they mean (limit: an integer from 1 to 200)', () => {
   const read = doc.paths[`${API}/sessions/{session_id}/messages`].get;
   const limit = read.parameters.find((p: any) => p.in === 'query' && p.name === 'limit');

@@ -6,7 +6,9 @@ import { COMMON_PROBLEMS, EXAMPLE_IDS, pageLimitOf, problemResponse, waitingList
 export const QuestionSchema = z.object({
   request_id: z.string().meta({ description: 'The question\'s id; answer it with POST /questions/answers.', example: EXAMPLE_IDS.question }),
   text: z.string().meta({ description: 'The question.', example: 'How many copies?' }),
-  session_id: z.string().meta({ description: 'The session whose transcript shows the outcome.' }),
+  session_id: z.string().meta({
+    description: 'The session whose transcript shows the outcome. Only its owner (the mission\'s) can read that transcript: a question put to you on another member\'s mission names a session that is 404 session_not_found to you; `POST /questions/answers` tells you whether your answer was accepted.',
+  }),
   agent_id: z.string(),
   mission_id: z.string().meta({ description: 'The mission that waits for the answer.' }),
   answer_type: z.string().meta({ description: 'The kind of answer that fits: text, number, date (YYYY-MM-DD), email, yesno, or choice:a|b|c.', example: 'number' }),

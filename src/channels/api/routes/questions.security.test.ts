@@ -3,6 +3,7 @@ import { after, before, test } from 'node:test';
 import {
   agentTexts, answerOne, askQuestion, listQuestions, memberOfOwnersWorkspace, postAnswers, settledTranscript, unique,
 } from '../../../services/missions.test-helper.ts';
+import { transcript } from '../../../testing/conversation.ts';
 import { startTestApp, type TestApp } from '../../../testing/harness.ts';
 
 let t: TestApp;
@@ -60,4 +61,16 @@ test('the race: concurrent fitting answers from the owner and the member asked; 
   assert.equal(continuations.length, 1);
   const stored = await t.runtime.store.db.selectFrom('questions').select('answer').where('id', '=', asked.requestId).executeTakeFirstOrThrow();
   assert.equal(continuations[0], `Noted: ${stored.answer}`);
+});
+
+test('a member asked sees the question\'s session_id, but that transcript stays the owner\'s: 404 to the member', async () => {
+  const owner = await t.userWithAgent();
+  const member = await memberOfOwnersWorkspace(t, owner);
+  const asked = await askQuestion(t, owner, 'text', unique('Whose session?'), { of: member.email });
+  const [listed] = (await listQuestions(t, member)).json().questions;
+  assert.equal(listed.session_id, asked.sessionId);
+  const read = await transcript(t, member, asked.sessionId);
+  assert.equal(read.statusCode, 404);
+  assert.equal(read.json().code, 'session_not_found');
+  assert.equal((await answerOne(t, member, asked.requestId, 'mine')).accepted, true);
 });
