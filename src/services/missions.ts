@@ -360,7 +360,14 @@ export class MissionsService {
     if (requestId !== null && isUnstorableText(requestId)) {
       return { request_id: requestId, ok: false, error: { code: 'not_found', message: `No question has this request_id: it ${UNSTORABLE_TEXT_RULE}.` } };
     }
-    if (requestId === null || !looksLikeId('question', requestId)) return notFound;
+    // Still not_found (§6 has no other code for an entry), but saying what was wrong with it.
+    if (requestId === null) {
+      const message = entry !== null && typeof entry === 'object' && !Array.isArray(entry)
+        ? 'The entry has no request_id: send the question\'s id (from GET /questions) as a string in `request_id`.'
+        : 'The entry is not an object: send { "request_id": "req_…", "text": "…" }.';
+      return { request_id: null, ok: false, error: { code: 'not_found', message } };
+    }
+    if (!looksLikeId('question', requestId)) return notFound;
 
     const question = await this.db.selectFrom('questions').selectAll()
       .where('id', '=', requestId)

@@ -20,7 +20,7 @@ export const AnswerResultSchema = z.union([
     request_id: z.string().nullable().meta({ description: 'As sent; null when the entry had no request_id string.' }),
     ok: z.literal(false),
     error: z.object({
-      code: z.enum(['not_found', 'already_answered']).meta({ description: '`not_found`: no such open question for you (or it was closed); `already_answered`: an answer was accepted before.' }),
+      code: z.enum(['not_found', 'already_answered']).meta({ description: '`not_found`: no such open question for you (or it was closed), or the entry names none (not an object, or no `request_id` string; `message` says which); `already_answered`: an answer was accepted before.' }),
       message: z.string(),
     }),
   }),

@@ -64,6 +64,9 @@ test('a bulk request with good and bad entries: one result per entry, in order; 
     number.requestId, number.requestId, date.requestId, date.requestId,
   ]);
   assert.match(results[2].reason, /missing/);
+  // An entry that names no question says why, not "No open question with this request_id".
+  assert.match(results[4].error.message, /not an object/);
+  assert.match(results[5].error.message, /no request_id/);
   assert.match(results[8].reason, /longer than/);
   // Two accepted answers, two continuation turns, nothing for the refusals.
   const messages = await settledTranscript(t, owner, number.sessionId, 4);
