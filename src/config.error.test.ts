@@ -15,6 +15,15 @@ test('RATE_LIMIT_STORE=postgres needs a PostgreSQL DATABASE_URL', () => {
   assert.equal(loadConfig({ RATE_LIMIT_STORE: 'postgres', DATABASE_URL: 'postgres://127.0.0.1/x' }).rateLimitStore, 'postgres');
 });
 
+test('a PostgreSQL DATABASE_URL that cannot be read as a URL is refused naming DATABASE_URL, without echoing it (it may hold a password)', () => {
+  for (const bad of ['postgres://postgres:hunter2@[bad/x', 'postgres://postgres:hunter2@127.0.0.1:99999/x', 'postgresql://postgres:hunter2@exa mple/x']) {
+    assert.throws(() => loadConfig({ DATABASE_URL: bad }),
+      (error: Error) => /^DATABASE_URL must be sqlite:<path> or a PostgreSQL URL, such as postgres:\/\/.* \(it cannot be read as a URL\)$/.test(error.message)
+        && !error.message.includes('hunter2'), bad);
+  }
+  assert.equal(loadConfig({ DATABASE_URL: 'postgresql://postgres:hunter2@127.0.0.1:5432/x?schema=mine' }).databaseUrl, 'postgresql://postgres:hunter2@127.0.0.1:5432/x?schema=mine');
+});
+
 test('SQLITE_SYNCHRONOUS is full unless set to normal; anything else is refused', () => {
   assert.equal(loadConfig({}).sqliteSynchronous, 'full');
   assert.equal(loadConfig({ SQLITE_SYNCHRONOUS: 'normal' }).sqliteSynchronous, 'normal');

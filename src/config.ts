@@ -176,13 +176,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!SQLITE_SYNCHRONOUS_MODES.includes(sqliteSynchronous as SqliteSynchronous)) {
     throw new Error(`SQLITE_SYNCHRONOUS must be ${SQLITE_SYNCHRONOUS_MODES.map((mode) => `"${mode}"`).join(' or ')} (got "${env.SQLITE_SYNCHRONOUS}")`);
   }
+  const databaseUrl = env.DATABASE_URL || DEFAULT_DATABASE_URL;
+  // pg would stop the start with URL's own "Invalid URL", naming no setting (the value may hold a password: not echoed).
+  if (isPostgresUrl(databaseUrl)) {
+    checkUrlSetting('DATABASE_URL', databaseUrl, ['postgres:', 'postgresql:'], 'sqlite:<path> or a PostgreSQL URL, such as postgres://user:password@127.0.0.1:5432/agent_channel');
+  }
   const logLevel = (env.LOG_LEVEL || 'info').toLowerCase();
   if (!LOG_LEVELS.includes(logLevel)) throw new Error(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${env.LOG_LEVEL}")`);
   const model = loadModelSettings(env);
   return {
     port: int(env, 'PORT', 8080, 0, 65535),
     host: env.HOST || '127.0.0.1',
-    databaseUrl: env.DATABASE_URL || DEFAULT_DATABASE_URL,
+    databaseUrl,
     sqliteSynchronous: sqliteSynchronous as SqliteSynchronous,
     pgPoolSize: int(env, 'PG_POOL_SIZE', 10, 2, 1000),
     logLevel,

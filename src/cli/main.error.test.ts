@@ -88,6 +88,9 @@ test('a setting or a database that cannot work stops serve and the CLI with one 
     [{ DATABASE_URL: 'postgres://127.0.0.1:1/test?schema=mine' }, ['keys', 'list', '--email', 'x@example.test'],
       /^agent-channel: cannot connect to the PostgreSQL database at DATABASE_URL postgres:\/\/127\.0\.0\.1:1\/test\?schema=mine: connect ECONNREFUSED/],
     [{ LOG_LEVEL: 'verbose' }, ['serve'], /^agent-channel: LOG_LEVEL must be one of/],
+    // (was URL's own "Invalid URL", naming no setting)
+    [{ DATABASE_URL: 'postgres://postgres:hunter2@127.0.0.1:99999/x' }, ['keys', 'list', '--email', 'x@example.test'],
+      /^agent-channel: DATABASE_URL must be sqlite:<path> or a PostgreSQL URL, .*\(it cannot be read as a URL\)$/],
     // A bare path, the likeliest slip: echoed whole (it holds no password), with the form that works.
     [{ DATABASE_URL: './data/mine.db' }, ['keys', 'list', '--email', 'x@example.test'],
       /^agent-channel: DATABASE_URL must start with sqlite: or postgres:\/\/ \(got "\.\/data\/mine\.db"; a SQLite file is written sqlite:\.\/data\/mine\.db\)$/],
