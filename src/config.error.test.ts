@@ -91,12 +91,13 @@ test('PG_POOL_SIZE is 10 unless set, from 2 to 1000', () => {
   for (const bad of ['1', '1001', 'ten']) assert.throws(() => loadConfig({ PG_POOL_SIZE: bad }), /PG_POOL_SIZE/);
 });
 
-test('the words of LOG_LEVEL, RATE_LIMIT_STORE and TRUST_PROXY are taken in any case, as SQLITE_SYNCHRONOUS is; a refusal quotes the value as written', () => {
+test('the words of LOG_LEVEL, RATE_LIMIT_STORE and TRUST_PROXY (its named ranges too) are taken in any case, as SQLITE_SYNCHRONOUS is; a refusal quotes the value as written', () => {
   assert.equal(loadConfig({ LOG_LEVEL: 'INFO' }).logLevel, 'info');
   assert.equal(loadConfig({ LOG_LEVEL: 'Warn' }).logLevel, 'warn');
   assert.equal(loadConfig({ RATE_LIMIT_STORE: 'Memory' }).rateLimitStore, 'memory');
   assert.equal(loadConfig({ TRUST_PROXY: 'FALSE' }).trustProxy, false);
   assert.equal(loadConfig({ TRUST_PROXY: 'True' }).trustProxy, true);
+  assert.deepEqual(loadConfig({ TRUST_PROXY: 'Loopback, 10.0.0.5,UniqueLocal' }).trustProxy, ['loopback', '10.0.0.5', 'uniquelocal']);
   assert.throws(() => loadConfig({ LOG_LEVEL: 'LOUD' }), /\(got "LOUD"\)$/);
   assert.throws(() => loadConfig({ RATE_LIMIT_STORE: 'Bogus' }), /\(got "Bogus"\)$/);
 });

@@ -65,11 +65,16 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number
  * connects directly. `true` believes every hop, so a client can name any IP it likes unless the
  * proxy replaces the header rather than appending to it.
  */
+/** The ranges proxy-addr knows by name (TRUST_PROXY=loopback for a proxy on this machine). */
+const NAMED_RANGES = ['loopback', 'linklocal', 'uniquelocal'];
+
 export function parseTrustProxy(raw: string | undefined): boolean | string[] {
   const value = (raw ?? '').trim();
   if (value === '' || value.toLowerCase() === 'false') return false;
   if (value.toLowerCase() === 'true') return true;
-  const entries = value.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
+  // proxy-addr's named ranges are lowercase words; taken in any case, as every word of a setting is.
+  const entries = value.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '')
+    .map((entry) => (NAMED_RANGES.includes(entry.toLowerCase()) ? entry.toLowerCase() : entry));
   const refused = (why: string) => new Error(`TRUST_PROXY must be false, the proxies' addresses or ranges (e.g. 10.0.0.5,10.1.0.0/16,loopback), `
     + `or true (believes every X-Forwarded-For hop): ${why} (got "${raw}")`);
   // proxy-addr would read "1" as the address 0.0.0.1: say what a count does instead.
