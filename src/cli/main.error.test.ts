@@ -28,6 +28,12 @@ const failures: Array<[string, string[], RegExp]> = [
   ['an unknown user', ['keys', 'list', '--email', 'nobody@example.test'], /nobody@example\.test/],
   ['a rate limit out of range', ['keys', 'create', '--email', 'someone@example.test', '--label', 'x', '--rate-limit', '0'], /^agent-channel: --rate-limit must be from 1 to 10000 requests a minute\n$/],
   ['an expiry out of range', ['keys', 'create', '--email', 'someone@example.test', '--label', 'x', '--expires-in-days', '5000'], /^agent-channel: --expires-in-days must be from 1 to 3650 days\n$/],
+  // A value the service refuses is said in the flag's words, never the validator's ("Too big: expected string…").
+  ['a rate limit past 2^53', ['keys', 'create', '--email', 'someone@example.test', '--label', 'x', '--rate-limit', '99999999999999999999'], /^agent-channel: --rate-limit must be from 1 to 10000 requests a minute\n$/],
+  ['an expiry past 2^53', ['keys', 'create', '--email', 'someone@example.test', '--label', 'x', '--expires-in-days=-99999999999999999999'], /^agent-channel: --expires-in-days must be from 1 to 3650 days\n$/],
+  ['a password over 256 characters', ['users', 'create', '--email', 'long@example.test', '--password', 'p'.repeat(257)], /^agent-channel: --password must be at most 256 characters\n$/],
+  ['an email over 254 characters', ['users', 'create', '--email', `${'e'.repeat(250)}@example.test`, '--password', 'correct horse'], /^agent-channel: --email must be at most 254 characters\n$/],
+  ['an empty --workspace', ['agents', 'create', '--email', 'someone@example.test', '--name', 'n', '--workspace', ''], /^agent-channel: --workspace must not be empty\n$/],
   ['a rate limit that is not a number', ['keys', 'create', '--email', 'someone@example.test', '--label', 'x', '--rate-limit', 'lots'], /whole number/],
   ['revoking a key that does not exist', ['keys', 'revoke', '--email', 'someone@example.test', '--key-id', 'NoSuchKey0000000'], /No such key\. --key-id takes the id that `keys list/],
   ['enabling a key that does not exist', ['keys', 'enable', '--key-id', 'NoSuchKey0000000'], /key/i],

@@ -48,7 +48,10 @@ function optionalInt(flags: Flags, name: string): number | undefined {
   const value = flags[name];
   if (value === undefined) return undefined;
   if (!/^-?\d+$/.test(value)) throw new UsageError(`--${name} must be a whole number`);
-  return Number(value);
+  // Past 2^53 a number is not exact, and the service would call it no whole number beside saying
+  // its range: such a number is past every range, and is refused as out of it alone.
+  const number = Number(value);
+  return Number.isSafeInteger(number) ? number : Math.sign(number) * Number.MAX_SAFE_INTEGER;
 }
 
 class UsageError extends Error {}
