@@ -5,6 +5,9 @@ import { hashSecret, parseApiKey } from '../domain/api-key.ts';
 import { runCli } from '../testing/cli.ts';
 import { databaseEnv, freshDatabase, type TestDatabase } from '../testing/harness.ts';
 import { openStore, type Store } from '../store/store.ts';
+import { verifyPassword } from '../domain/password.ts';
+import { LoginThrottle } from '../services/login-throttle.ts';
+import { WebSessionsService } from '../services/web-sessions.ts';
 
 let database: TestDatabase;
 let env: Record<string, string>;
@@ -64,6 +67,32 @@ test('users set-plan moves an account to another plan: the plan limit follows, a
   const badPlan = await runCli(env, 'users', 'set-plan', '--email', 'grows@example.test', '--plan', 'gold');
   assert.match(badPlan.stderr, /--plan must be free or pro/);
   assert.notEqual((await runCli(env, 'users', 'set-plan', '--email', 'nobody@example.test', '--plan', 'pro')).code, 0);
+});
+
+test('users set-password replaces a forgotten password: the new one logs in, the old one and its web sessions are done, failed log-ins forgotten', async () => {
+  const id = (await ok('users', 'create', '--email', 'forgot@example.test', '--password', 'the old password')).trim();
+  const sessions = new WebSessionsService({ store, idleMinutes: 60 });
+  const { token } = await sessions.create(id);
+  assert.ok(await sessions.resolve(token));
+  const throttle = new LoginThrottle(store);
+  for (let i = 0; i < 5; i += 1) await throttle.beginLogin('forgot@example.test', '192.0.2.7'); // locked out
+  assert.ok('retryAfter' in await throttle.beginLogin('forgot@example.test', '192.0.2.7'));
+
+  assert.equal(await ok('users', 'set-password', '--email', 'Forgot@Example.test', '--password', 'the new password'), '');
+  const { password_hash: hash } = await store.db.selectFrom('users').select('password_hash').where('id', '=', id).executeTakeFirstOrThrow();
+  assert.equal(await verifyPassword('the new password', hash), true);
+  assert.equal(await verifyPassword('the old password', hash), false);
+  assert.equal(await sessions.resolve(token), null, 'a session logged in with the old password ends');
+  assert.ok('attempt' in await throttle.beginLogin('forgot@example.test', '192.0.2.7'), 'the account may log in at once');
+
+  const short = await runCli(env, 'users', 'set-password', '--email', 'forgot@example.test', '--password', 'Sh0rt!');
+  assert.equal(short.code, 1);
+  assert.match(short.stderr, /^agent-channel: --password must be at least 8 characters\n$/);
+  assert.doesNotMatch(short.stderr, /Sh0rt/, 'the password is not echoed');
+  const nobody = await runCli(env, 'users', 'set-password', '--email', 'nobody@example.test', '--password', 'the new password');
+  assert.equal(nobody.code, 1);
+  assert.match(nobody.stderr, /No user with email nobody@example\.test/);
+  assert.equal((await runCli(env, 'users', 'set-password', '--email', 'forgot@example.test')).code, 2, '--password is required');
 });
 
 test('workspaces list prints the ids --workspace takes, personal first, with the person\'s role and the name', async () => {

@@ -12,6 +12,7 @@ const USAGE = `agent-channel <command> [flags]        (--help: this; --version: 
   serve                                             run the server (the default)
   users create --email E --password P [--plan free|pro]
   users set-plan --email E --plan free|pro
+  users set-password --email E --password P         a forgotten password replaced; the account's web sessions end
   agents create --email E --name N [--workspace W]
   keys create --email E --label L [--rate-limit N] [--expires-in-days D]
   keys list --email E
@@ -116,6 +117,13 @@ const COMMANDS: Record<string, Command> = {
       const plan = required(f, 'plan');
       if (plan !== 'free' && plan !== 'pro') throw new UsageError('--plan must be free or pro');
       await s.accounts.setPlan(required(f, 'email'), plan);
+    },
+  },
+  'users set-password': {
+    flags: ['email', 'password'],
+    async run(s, f) {
+      const user = await s.accounts.setPassword(required(f, 'email'), required(f, 'password'));
+      await s.loginThrottle.forgiveAccount(user.email); // locked out by failed guesses, it may log in at once
     },
   },
   'agents create': {

@@ -84,6 +84,20 @@ export class AccountsService {
     await this.db.updateTable('users').set({ plan: parseOrThrow(PlanSchema, plan, 'plan') }).where('id', '=', user.id).execute();
   }
 
+  /**
+   * Gives an account a new password (an operator's act: the web app has no reset by email). Its
+   * web sessions end with the old password, so that whoever held one must log in with the new one.
+   */
+  async setPassword(email: string, password: string): Promise<User> {
+    const user = await this.requireByEmail(email);
+    const passwordHash = await hashPassword(parseOrThrow(PasswordSchema, password, 'password'), this.deps.scryptCostLog2);
+    await this.db.transaction().execute(async (trx) => {
+      await trx.updateTable('users').set({ password_hash: passwordHash }).where('id', '=', user.id).execute();
+      await trx.deleteFrom('web_sessions').where('user_id', '=', user.id).execute();
+    });
+    return { ...user, password_hash: passwordHash };
+  }
+
   /** Checks a password; the same work is done when the user does not exist. */
   async checkCredentials(email: string, password: string): Promise<User | null> {
     const user = await this.findByEmail(email);

@@ -115,6 +115,11 @@ export class LoginThrottle {
       .execute();
   }
 
+  /** The account's failed log-ins are forgotten (its password was just set anew): it may log in at once. */
+  async forgiveAccount(email: string): Promise<void> {
+    await this.store.db.deleteFrom('login_attempts').where('key', '=', await this.keyOf('a', email)).execute();
+  }
+
   /** Starts a sign-up: 0 when it may go ahead (and it is counted), else the seconds to wait. */
   async beginSignup(ip: string, now = this.store.clock.now()): Promise<number> {
     const { signupPerIp, signupWindowMs } = this.options;
