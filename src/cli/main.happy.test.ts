@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import { hashSecret, parseApiKey } from '../domain/api-key.ts';
 import { runCli } from '../testing/cli.ts';
-import { databaseEnv, freshDatabase, type TestDatabase } from '../testing/harness.ts';
+import { API, databaseEnv, freshDatabase, withTestApp, type TestDatabase } from '../testing/harness.ts';
 import { openStore, type Store } from '../store/store.ts';
 import { verifyPassword } from '../domain/password.ts';
 import { LoginThrottle } from '../services/login-throttle.ts';
@@ -93,6 +93,34 @@ test('users set-password replaces a forgotten password: the new one logs in, the
   assert.equal(nobody.code, 1);
   assert.match(nobody.stderr, /No user with email nobody@example\.test/);
   assert.equal((await runCli(env, 'users', 'set-password', '--email', 'forgot@example.test')).code, 2, '--password is required');
+});
+
+test('workspaces remove-member takes a person out of a workspace while the server runs: its agents are theirs no more; the owner stays', async () => {
+  await withTestApp(async (app) => {
+    const cli = { ...databaseEnv(app.database), SCRYPT_COST_LOG2: '10' };
+    const owner = await app.userWithAgent();
+    const member = await app.user();
+    const workspace = await app.runtime.services.accounts.personalWorkspaceId(owner.id);
+    const agentsOf = async (user: { auth: Record<string, string> }) => (await app.inject({ url: `${API}/agents`, headers: user.auth })).json().agents as unknown[];
+    assert.equal((await runCli(cli, 'workspaces', 'add-member', '--workspace', workspace, '--email', member.email, '--role', 'member')).code, 0);
+    assert.equal((await agentsOf(member)).length, 1);
+
+    const removed = await runCli(cli, 'workspaces', 'remove-member', '--workspace', workspace, '--email', member.email);
+    assert.deepEqual([removed.code, removed.stdout, removed.stderr], [0, '', '']);
+    assert.deepEqual(await agentsOf(member), [], 'seen by the running server at its next request');
+    const sent = await app.inject({ method: 'POST', url: `${API}/messages`, headers: member.auth, payload: { text: 'hi', agent_id: owner.agentId } });
+    assert.equal(sent.statusCode, 404);
+
+    const again = await runCli(cli, 'workspaces', 'remove-member', '--workspace', workspace, '--email', member.email);
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /^agent-channel: \S+ is not a member of workspace wsp_\w+\.\n$/);
+    const theOwner = await runCli(cli, 'workspaces', 'remove-member', '--workspace', workspace, '--email', owner.email);
+    assert.equal(theOwner.code, 1);
+    assert.match(theOwner.stderr, /^agent-channel: The owner of a workspace stays in it\.\n$/);
+    assert.equal((await agentsOf(owner)).length, 1);
+    const nowhere = await runCli(cli, 'workspaces', 'remove-member', '--workspace', 'wsp_nope', '--email', owner.email);
+    assert.match(nowhere.stderr, /^agent-channel: No workspace wsp_nope\.\n$/);
+  });
 });
 
 test('workspaces list prints the ids --workspace takes, personal first, with the person\'s role and the name', async () => {

@@ -21,6 +21,7 @@ const USAGE = `agent-channel <command> [flags]        (--help: this; --version: 
   keys enable --key-id K
   workspaces list --email E
   workspaces add-member --workspace W --email E --role member|admin
+  workspaces remove-member --workspace W --email E
   backup --to FILE                                  a consistent copy of the SQLite database, also while serving
   restore --from FILE                               the backup in the database's place (server stopped); prints where the old one was kept
 
@@ -190,6 +191,12 @@ const COMMANDS: Record<string, Command> = {
       const role = required(f, 'role');
       if (role !== 'member' && role !== 'admin') throw new UsageError('--role must be member or admin');
       await s.accounts.addMember({ workspaceId: required(f, 'workspace'), email: required(f, 'email'), role });
+    },
+  },
+  'workspaces remove-member': {
+    flags: ['workspace', 'email'],
+    async run(s, f) {
+      await s.accounts.removeMember({ workspaceId: required(f, 'workspace'), email: required(f, 'email') });
     },
   },
   backup: {

@@ -142,6 +142,23 @@ export class AccountsService {
     if (Number(result.numInsertedOrUpdatedRows ?? 0n) === 0) throw new Problem('forbidden', 'The owner of a workspace keeps that role.');
   }
 
+  /**
+   * Takes a person out of a workspace (an operator's act): from then on they can neither see nor
+   * message its agents, through the API or the web app, and their missions there are closed by the
+   * housekeeping's next sweep, as when an agent is gone. The owner stays.
+   */
+  async removeMember(input: { workspaceId: string; email: string }): Promise<void> {
+    const user = await this.requireByEmail(input.email);
+    const workspace = await this.db.selectFrom('workspaces').select('id').where('id', '=', input.workspaceId).executeTakeFirst();
+    if (!workspace) throw new Problem('workspace_not_found', `No workspace ${input.workspaceId}.`);
+    const result = await this.db.deleteFrom('memberships')
+      .where('workspace_id', '=', workspace.id).where('user_id', '=', user.id).where('role', '!=', 'owner')
+      .executeTakeFirst();
+    if (Number(result.numDeletedRows) > 0) return;
+    if (await this.roleIn(user.id, workspace.id)) throw new Problem('forbidden', 'The owner of a workspace stays in it.');
+    throw new Problem('not_found', `${user.email} is not a member of workspace ${workspace.id}.`);
+  }
+
   async roleIn(userId: string, workspaceId: string): Promise<Role | null> {
     const row = await this.db.selectFrom('memberships').select('role')
       .where('workspace_id', '=', workspaceId).where('user_id', '=', userId).executeTakeFirst();
