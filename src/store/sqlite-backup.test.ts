@@ -115,6 +115,8 @@ test('backup and restore refuse what cannot work, with the reason, and change no
   const missingDatabase = { DATABASE_URL: `sqlite:${join(dir, 'none', 'missing.db')}` };
   const cases: Array<[string, Record<string, string>, string[], RegExp]> = [
     ['a backup onto a file that exists', seeded.env, ['backup', '--to', existing], /existing\.db already exists: a backup is written to a new file/],
+    // (was Node's bare "ENOTDIR: not a directory, open …", saying not what was being written)
+    ['a backup into a "folder" that is a file', seeded.env, ['backup', '--to', join(existing, 'b.db')], /^agent-channel: cannot write the backup to .*existing\.db\/b\.db: ENOTDIR/],
     ['a backup of a database that is not there', missingDatabase, ['backup', '--to', join(dir, 'new.db')], /no database at .*missing\.db to back up/],
     ['a backup with no --to', seeded.env, ['backup'], /--to is required/],
     ['a restore from a file that is not there', seeded.env, ['restore', '--from', join(dir, 'nope.db')], /no backup at .*nope\.db/],

@@ -31,7 +31,7 @@ export function backupSqlite(databaseUrl: string, to: string): void {
     closeSync(openSync(target, 'wx', PRIVATE_FILE)); // a backup holds what the database holds
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw new Error(`${target} already exists: a backup is written to a new file`);
-    throw error;
+    throw new Error(`cannot write the backup to ${target}: ${(error as Error).message}`, { cause: error });
   }
   try {
     const source = new DatabaseSync(path, { readOnly: true, timeout: 5_000 });

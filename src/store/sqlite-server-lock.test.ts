@@ -27,6 +27,15 @@ function claimInAnotherProcess(): string {
   `], { encoding: 'utf8' }).trim();
 }
 
+test('a lock file that cannot be made or opened is named, with what it is for', async () => {
+  const path = join(dir, 'unlockable.db');
+  mkdirSync(`${path}.lock`); // (as root, a folder is what refuses: permissions do not)
+  assert.throws(() => SqliteServerLock.acquire(path), (error: Error) => {
+    assert.match(error.message, new RegExp(`^cannot lock the SQLite database ${path.replaceAll('.', '\\.')}: .+ \\(a server keeps unlockable\\.db\\.lock beside the database, in a folder it may write to`));
+    return true;
+  });
+});
+
 test('a claimed file is refused to a second server, in this process or another, until the first closes', async () => {
   const first = await openStore(url);
   first.claimForServer();

@@ -26,8 +26,15 @@ export class SqliteServerLock {
     const lockFile = `${realPathOf(databasePath)}.lock`;
     // Not SQLite's 0644: a local user who could read it could hold a shared lock on it, and keep
     // every server from starting (its -journal takes its mode).
-    makePrivateFile(lockFile);
-    const connection = new DatabaseSync(lockFile, { timeout: 0 });
+    let connection: DatabaseSync;
+    try {
+      makePrivateFile(lockFile);
+      connection = new DatabaseSync(lockFile, { timeout: 0 });
+    } catch (error) {
+      // Alone, "EACCES: permission denied, open '….lock'" said neither what the file is nor why it is needed.
+      throw new Error(`cannot lock the SQLite database ${databasePath}: ${(error as Error).message} (a server keeps `
+        + `${basename(lockFile)} beside the database, in a folder it may write to, as SQLite's -wal and -shm)`, { cause: error });
+    }
     try {
       connection.exec('BEGIN EXCLUSIVE');
     } catch (error) {
