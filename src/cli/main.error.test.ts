@@ -3,6 +3,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { after, before, test } from 'node:test';
 import { runCli } from '../testing/cli.ts';
 import { startBlackHole } from '../testing/frozen-database.ts';
@@ -67,6 +68,22 @@ test('a whole key typed where --key-id was meant is not echoed back (its secret 
   assert.equal(result.code, 2);
   assert.match(result.stderr, /unknown command "keys disable ak_AbCdEf0123456789_…"/);
   assert.doesNotMatch(result.stderr, /S3cr3t/);
+});
+
+test('a SQLite database another process holds locked past the busy timeout: said as such, nothing changed, exit 1', { skip: TEST_DB !== 'sqlite' && 'SQLite\'s lock' }, async () => {
+  const holder = new DatabaseSync(database.url.slice('sqlite:'.length));
+  holder.exec('BEGIN EXCLUSIVE');
+  try {
+    const result = await runCli(env, 'users', 'create', '--email', 'locked-out@example.test', '--password', 'correct horse');
+    assert.equal(result.code, 1);
+    assert.equal(result.stdout, '');
+    // (was "agent-channel: database is locked", which said neither that it passes nor what to do)
+    assert.equal(result.stderr, 'agent-channel: the database could not be used just now (database is locked); nothing was changed: run the command again in a moment\n');
+  } finally {
+    holder.exec('ROLLBACK');
+    holder.close();
+  }
+  assert.equal((await runCli(env, 'users', 'create', '--email', 'locked-out@example.test', '--password', 'correct horse')).code, 0, 'run again, it works');
 });
 
 test('a second agent on the free plan is refused with the plan\'s reason', async () => {

@@ -5,6 +5,7 @@ import { Problem } from '../domain/problems.ts';
 import { RELEASE } from '../release.ts';
 import { createRuntime } from '../runtime.ts';
 import { backupSqlite, restoreSqlite } from '../store/sqlite-backup.ts';
+import { isStoreUnavailable } from '../store/unavailable.ts';
 import type { Services } from '../services/services.ts';
 
 const USAGE = `agent-channel <command> [flags]        (--help: this; --version: the release)
@@ -286,11 +287,24 @@ export async function run(argv: string[]): Promise<number> {
   const out: Out = (line) => process.stdout.write(`${line}\n`);
   const failure = (error: unknown): number => {
     if (error instanceof UsageError) return fail(error.message, 2);
+    // "database is locked" alone (SQLite held by another process past its 5 s busy timeout) said
+    // neither which database nor that it passes: the command changed nothing, and may run again.
+    if (isStoreUnavailable(error)) {
+      return fail(`the database could not be used just now (${(error as Error).message}); nothing was changed: run the command again in a moment`, 1);
+    }
     return fail(error instanceof Problem ? describeProblem(error) : (error as Error).message, 1);
   };
   if (command.onFiles) return command.run(loadConfig(), flags, out).then(() => 0, failure);
   // The CLI shares the server's services but runs no turns and needs no shared rate limiter.
-  const runtime = await createRuntime({ ...loadConfig(), rateLimitStore: 'memory' });
+  let runtime: Awaited<ReturnType<typeof createRuntime>>;
+  try {
+    runtime = await createRuntime({ ...loadConfig(), rateLimitStore: 'memory' });
+  } catch (error) {
+    // Opening runs the migrations (a write): a database held locked stops it here already. Any
+    // other failure to start is said by bin/agent-channel.js, as serve's is.
+    if (isStoreUnavailable(error)) return failure(error);
+    throw error;
+  }
   try {
     await command.run(runtime.services, flags, out);
     return 0;
