@@ -3,7 +3,7 @@ import { loadConfig, type Config } from '../config.ts';
 import { parseApiKey } from '../domain/api-key.ts';
 import { Problem } from '../domain/problems.ts';
 import { RELEASE } from '../release.ts';
-import { createRuntime } from '../runtime.ts';
+import { createRuntime, type Runtime } from '../runtime.ts';
 import { backupSqlite, restoreSqlite } from '../store/sqlite-backup.ts';
 import { isStoreUnavailable } from '../store/unavailable.ts';
 import type { Services } from '../services/services.ts';
@@ -296,7 +296,7 @@ export async function run(argv: string[]): Promise<number> {
   };
   if (command.onFiles) return command.run(loadConfig(), flags, out).then(() => 0, failure);
   // The CLI shares the server's services but runs no turns and needs no shared rate limiter.
-  let runtime: Awaited<ReturnType<typeof createRuntime>>;
+  let runtime: Runtime;
   try {
     runtime = await createRuntime({ ...loadConfig(), rateLimitStore: 'memory' });
   } catch (error) {
