@@ -152,6 +152,8 @@ test('wait is read only as a preference of its own, never as a parameter of anot
   const own = await send(t, u, { text: '!sleep 200 own' }, { Prefer: 'handling=lenient, wait=0' });
   assert.equal(own.statusCode, 202);
   assert.equal(own.headers['preference-applied'], 'wait=0');
+  // Its reply lands 200 ms on: waited for here, or it is counted by the next test's turnCount().
+  await pollTranscript(t, u, own.json().session_id, (body) => body.status === 'idle');
 });
 
 test('an id too long to be one is not found, like any unknown id (not a 422)', async () => {
