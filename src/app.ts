@@ -10,7 +10,7 @@ import { API_PREFIX, apiChannel } from './channels/api/index.ts';
 import { clientErrorProblem, installErrorHandling } from './channels/api/plugins/errors.ts';
 import { withExtraFieldsAllowed, withoutUnreferencedSchemas, withResponseHeaders, type RouteResponseHeaders } from './channels/api/openapi.ts';
 import { webChannel } from './channels/web/index.ts';
-import { findUnstorableText, plainIssueMessage, Problem, unstorableTextProblem, type SchemaIssue } from './domain/problems.ts';
+import { findUnstorableText, Problem, unstorableTextProblem } from './domain/problems.ts';
 import { sendProblem } from './channels/api/problem-reply.ts';
 import { accessLogFields } from './observability/access-log.ts';
 import { logDestination } from './observability/log-destination.ts';
@@ -28,11 +28,6 @@ import type { Runtime } from './runtime.ts';
  * and the request not run. Ordinary clients, which wait for each answer, have one.
  */
 export const MAX_PIPELINED_REQUESTS = 32;
-
-/** A zod issue back from the shape fastify-type-provider-zod gives it (its path as the segments of `instancePath`). */
-const issueOf = (issue: FastifySchemaValidationError): SchemaIssue => ({
-  ...issue.params, code: issue.keyword, message: issue.message, path: issue.instancePath.split('/').slice(1).filter((s) => s !== ''),
-});
 const pendingAnswers = Symbol('requests of this connection not yet answered');
 type CountedSocket = Socket & { [pendingAnswers]?: number };
 
@@ -112,16 +107,19 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   // parameters with their schema, here, and the web app's forms in its own hook.
   app.setValidatorCompiler((route) => {
     const validate = validatorCompiler(route as Parameters<typeof validatorCompiler>[0]);
-    const readsText = route.httpPart === 'querystring' || route.httpPart === 'params';
-    const where = route.httpPart === 'querystring' ? 'query' : 'body';
+    if (route.httpPart !== 'querystring' && route.httpPart !== 'params') return validate;
     return (data: unknown) => {
       const result = validate(data) as { value?: unknown; error?: Error | FastifySchemaValidationError[] };
       if (result.error) {
-        // Each field's verdict in the client's terms ("is required", "must be given once"), not zod's.
-        if (Array.isArray(result.error)) for (const issue of result.error) issue.message = plainIssueMessage(issueOf(issue), data, where);
+        // A query parameter given twice arrives as an array: say so, not "must be a string, not an array".
+        if (Array.isArray(result.error)) {
+          for (const issue of result.error) {
+            const name = issue.instancePath.split('/')[1];
+            if (name !== undefined && Array.isArray((data as Record<string, unknown>)[name])) issue.message = 'must be given once';
+          }
+        }
         return result;
       }
-      if (!readsText) return result;
       // Judged on what the schema kept: a parameter no route reads is ignored, whatever it holds.
       const path = findUnstorableText(result.value);
       return path === null ? result : { error: unstorableTextProblem(path) }; // an Error: Fastify passes it on as it is

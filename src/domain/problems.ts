@@ -1,5 +1,7 @@
 /** Problem codes of the contract (§0) and the one error type every layer throws. */
 import type { z } from 'zod';
+// Installs zod's error map (fields said in the client's terms) for every parser, this module being the one they all import.
+import './schema-messages.ts';
 
 export const PROBLEMS = {
   malformed_json: { status: 400, title: 'Malformed JSON' },
@@ -63,68 +65,7 @@ export class Problem extends Error {
 export function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown, field = ''): T {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  throw Problem.validation(result.error.issues.map((i) => ({
-    path: [field, ...i.path].filter((p) => p !== '').join('.'), message: plainIssueMessage(i, value),
-  })));
-}
-
-/** What a schema said of one field: a zod issue's code, path, message and the details it gives. */
-export interface SchemaIssue {
-  code: string;
-  path: readonly PropertyKey[];
-  message?: string;
-  expected?: unknown;
-  origin?: unknown;
-  minimum?: unknown;
-  maximum?: unknown;
-  values?: unknown;
-}
-
-/** zod's own wording, which speaks of its types ("Invalid input: expected string, received undefined"). */
-const ZOD_DEFAULT_WORDING = /^(?:Invalid input|Invalid option|Too small|Too big)\b/;
-
-/**
- * A schema's verdict on one field as a client reads it: what to send instead, not zod's account
- * of its types. `input` is what was judged (the body, the query, an entry), so that a missing
- * field says "is required" (zod: "expected string, received undefined") and, in a query string,
- * a parameter given twice says so (zod: "received array"). A message the schema gives itself
- * ("is required", "must be at most 100 characters") is kept as it is.
- */
-export function plainIssueMessage(issue: SchemaIssue, input: unknown, where: 'query' | 'body' = 'body'): string {
-  const message = issue.message ?? 'is invalid';
-  if (!ZOD_DEFAULT_WORDING.test(message)) return message;
-  let value: unknown = input;
-  for (const key of issue.path) value = value !== null && typeof value === 'object' ? (value as Record<PropertyKey, unknown>)[key] : undefined;
-  const choices = Array.isArray(issue.values) ? issue.values.map((v) => String(v)).join(', ') : undefined;
-  switch (issue.code) {
-    case 'invalid_type':
-      if (value === undefined) return 'is required';
-      if (where === 'query' && Array.isArray(value)) return 'must be given once';
-      if (typeof issue.expected === 'string') return `must be ${withArticle(issue.expected)}, not ${kindOf(value)}`;
-      break;
-    case 'invalid_value':
-      if (choices !== undefined) return value === undefined ? `is required: one of ${choices}` : `must be one of ${choices}`;
-      break;
-    case 'too_small':
-    case 'too_big': {
-      const bound = issue.code === 'too_small' ? issue.minimum : issue.maximum;
-      const most = issue.code === 'too_small' ? 'at least' : 'at most';
-      if (issue.origin === 'string') return issue.code === 'too_small' && bound === 1 ? 'must not be empty' : `must be ${most} ${String(bound)} characters`;
-      if (issue.origin === 'array') return `must hold ${most} ${String(bound)} entries`;
-      if (issue.origin === 'number') return `must be ${most} ${String(bound)}`;
-      break;
-    }
-  }
-  return message;
-}
-
-const withArticle = (noun: string) => (/^[aeiou]/.test(noun) ? `an ${noun}` : `a ${noun}`);
-
-/** A JSON value's kind, as a message names it ("a number", "an array", "null"). */
-function kindOf(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  return withArticle(typeof value);
+  throw Problem.validation(result.error.issues.map((i) => ({ path: [field, ...i.path].filter((p) => p !== '').join('.'), message: i.message })));
 }
 
 export const TEXT_MAX_LENGTH = 32_000;

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { Brain } from '../brains/brain.ts';
 import { looksLikeId } from '../domain/ids.ts';
 import { pageLimit } from '../domain/paging.ts';
-import { isLongerThan, isUnstorableText, plainIssueMessage, Problem, REASON_MAX_LENGTH, TEXT_MAX_LENGTH, UNSTORABLE_TEXT_RULE } from '../domain/problems.ts';
+import { isLongerThan, isUnstorableText, Problem, REASON_MAX_LENGTH, TEXT_MAX_LENGTH, UNSTORABLE_TEXT_RULE } from '../domain/problems.ts';
 import { enqueueJob, openContinuationPayloads } from '../engine/queue-sql.ts';
 import type { Stage } from '../engine/transactions.ts';
 import type { TurnEngine } from '../engine/turn-engine.ts';
@@ -292,7 +292,7 @@ export class MissionsService {
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
       const where = issue.path.length > 0 ? `${issue.path.join('.')}: ` : '';
-      return { operation_id: stringField(entry, 'operation_id'), ok: false, error: { code: 'invalid_decision', message: `${where}${plainIssueMessage(issue, entry)}` } };
+      return { operation_id: stringField(entry, 'operation_id'), ok: false, error: { code: 'invalid_decision', message: `${where}${issue.message}` } };
     }
     const { operation_id: operationId, decision } = parsed.data;
     // Only a rejection keeps its reason (the agent re-plans around it); an approval ignores it.
