@@ -37,7 +37,10 @@ export function logDestination(fd = 1): LogDestination {
     out.write(block);
   };
   setInterval(release, FLUSH_EVERY_MS).unref();
-  // Before sonic-boom's own exit hook (registered as it was made), which writes out what it holds.
+  // Before sonic-boom's own hooks (registered as it was made): at 'beforeExit' (a process that
+  // ends by itself) it flushes and then closes the file, so what is held here must reach it
+  // first; at 'exit' (process.exit(), a signal) it writes out what it holds.
+  process.prependListener('beforeExit', release);
   process.prependListener('exit', release);
   return {
     write(line) {
