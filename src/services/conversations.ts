@@ -180,6 +180,11 @@ export class ConversationsService {
     if (inbound.sessionId !== undefined) {
       const session = await this.findOwnSession(inbound.userId, inbound.sessionId);
       if (!session) throw new Problem('session_not_found', 'No such session.');
+      // The session is the caller's, but its agent only while they may message it: one taken out
+      // of the agent's workspace (workspaces remove-member) continues no session there either.
+      if (!(await this.deps.agents.findAvailable(inbound.userId, session.agent_id))) {
+        throw new Problem('agent_not_found', 'You can no longer message this session\'s agent: you are not a member of its workspace.');
+      }
       return { session, agentId: session.agent_id };
     }
     if (inbound.agentId !== undefined) {

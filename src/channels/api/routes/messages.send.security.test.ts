@@ -89,3 +89,20 @@ test('a client that hangs up while waiting is let go at once; its message is sti
   assert.deepEqual(answered.messages.map((m: any) => m.text), ['!sleep 3000 still answered', 'You said: still answered']);
 });
 
+
+test('a member taken out of a workspace can no longer message its agent, not even in a session begun while a member', async () => {
+  const owner = await t.userWithAgent();
+  const member = await t.user();
+  const accounts = t.runtime.services.accounts;
+  const workspaceId = await accounts.personalWorkspaceId(owner.id);
+  await accounts.addMember({ workspaceId, email: member.email, role: 'member' });
+  const sessionId = (await send(t, member, { text: 'hello while a member', agent_id: owner.agentId })).json().session_id;
+  assert.equal((await transcript(t, member, sessionId)).json().messages.length, 2);
+
+  await accounts.removeMember({ workspaceId, email: member.email });
+  const after = await send(t, member, { text: 'still here?', session_id: sessionId });
+  assert.equal(after.statusCode, 404, after.body);
+  assert.equal(after.json().code, 'agent_not_found');
+  // No turn was queued for the agent.
+  assert.equal((await transcript(t, member, sessionId)).json().messages.length, 2);
+});
