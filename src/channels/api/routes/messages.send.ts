@@ -15,7 +15,7 @@ const SendBody = z.object({
   }),
   // No length bound of their own (the body's 1 MiB bounds them): an id that cannot be one is
   // simply not found, as on every other route.
-  session_id: z.string().min(1).optional().meta({ description: 'Continue this session (it keeps its agent). An unknown id is 404 session_not_found.' }),
+  session_id: z.string().min(1).optional().meta({ description: 'Continue this session (it keeps its agent). An unknown id is 404 session_not_found; 404 agent_not_found once you are no longer a member of its agent\'s workspace.' }),
   agent_id: z.string().min(1).optional().meta({ description: 'For a new session: the agent to talk to. Optional when you can message only one agent. An unknown id is 404 agent_not_found.' }),
   // The example is a request that works as it is (the docs page fills it in): a new session with your only agent.
 }).meta({ example: { text: 'Summarise my unread email.' } });
