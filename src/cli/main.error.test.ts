@@ -5,6 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
+import { verifyPassword } from '../domain/password.ts';
+import { LoginThrottle } from '../services/login-throttle.ts';
+import { openStore } from '../store/store.ts';
 import { runCli } from '../testing/cli.ts';
 import { startBlackHole } from '../testing/frozen-database.ts';
 import { databaseEnv, freshDatabase, TEST_DB, TEST_PG_URL, type TestDatabase } from '../testing/harness.ts';
@@ -176,4 +180,30 @@ test('a database that accepts the connection and never answers stops serve at st
   const result = await runCli({ DATABASE_URL: url }, 'serve'); // (runCli gives up after 60 s)
   assert.equal(result.code, 1, `exit ${result.code}: ${result.stderr}`);
   assert.match(result.stderr.trim(), new RegExp(`^agent-channel: cannot connect to the PostgreSQL database at DATABASE_URL ${url.replaceAll('.', '\\.')}: .*timeout`));
+});
+
+test('users set-password that fails part-way changes nothing: the password, the web sessions and the failed log-ins stay as they were', async () => {
+  const email = 'half-way@example.test';
+  const created = await runCli(env, 'users', 'create', '--email', email, '--password', 'the old password');
+  assert.equal(created.code, 0, created.stderr);
+  const store = await openStore(env.DATABASE_URL!);
+  try {
+    await new LoginThrottle(store).beginLogin(email, '192.0.2.9'); // a failed log-in to forget
+    // Forgetting the failed log-ins fails (as a database busy past its timeout would).
+    if (store.dialect === 'postgres') {
+      await sql`create function refuse_forgetting() returns trigger language plpgsql as $$ begin raise exception 'forgetting refused'; end $$`.execute(store.db);
+      await sql`create trigger refuse_forgetting before delete on login_attempts for each row execute function refuse_forgetting()`.execute(store.db);
+    } else {
+      await sql`create trigger refuse_forgetting before delete on login_attempts begin select raise(abort, 'forgetting refused'); end`.execute(store.db);
+    }
+    const result = await runCli(env, 'users', 'set-password', '--email', email, '--password', 'the new password');
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /forgetting refused/);
+    const { password_hash: hash } = await store.db.selectFrom('users').select('password_hash').where('email', '=', email).executeTakeFirstOrThrow();
+    assert.equal(await verifyPassword('the old password', hash), true, 'the command failed: the old password still logs in');
+  } finally {
+    await sql`drop trigger if exists refuse_forgetting${sql.raw(store.dialect === 'postgres' ? ' on login_attempts' : '')}`.execute(store.db);
+    if (store.dialect === 'postgres') await sql`drop function if exists refuse_forgetting()`.execute(store.db);
+    await store.close();
+  }
 });

@@ -124,8 +124,9 @@ const COMMANDS: Record<string, Command> = {
   'users set-password': {
     flags: ['email', 'password'],
     async run(s, f) {
-      const user = await s.accounts.setPassword(required(f, 'email'), required(f, 'password'));
-      await s.loginThrottle.forgiveAccount(user.email); // locked out by failed guesses, it may log in at once
+      // Locked out by failed guesses, it may log in at once: they are forgotten with the password set.
+      const forgive = await s.loginThrottle.accountForgiver(required(f, 'email'));
+      await s.accounts.setPassword(required(f, 'email'), required(f, 'password'), forgive);
     },
   },
   'agents create': {

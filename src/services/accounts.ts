@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { newId, randomBase62 } from '../domain/ids.ts';
 import { hashPassword, verifyPassword } from '../domain/password.ts';
 import { EmailSchema } from '../domain/email.ts';
@@ -87,13 +87,15 @@ export class AccountsService {
   /**
    * Gives an account a new password (an operator's act: the web app has no reset by email). Its
    * web sessions end with the old password, so that whoever held one must log in with the new one.
+   * `alsoInTransaction` runs in the same transaction (the failed log-ins forgotten): all or nothing.
    */
-  async setPassword(email: string, password: string): Promise<User> {
+  async setPassword(email: string, password: string, alsoInTransaction?: (trx: Transaction<DB>) => Promise<void>): Promise<User> {
     const user = await this.requireByEmail(email);
     const passwordHash = await hashPassword(parseOrThrow(PasswordSchema, password, 'password'), this.deps.scryptCostLog2);
     await this.db.transaction().execute(async (trx) => {
       await trx.updateTable('users').set({ password_hash: passwordHash }).where('id', '=', user.id).execute();
       await trx.deleteFrom('web_sessions').where('user_id', '=', user.id).execute();
+      await alsoInTransaction?.(trx);
     });
     return { ...user, password_hash: passwordHash };
   }

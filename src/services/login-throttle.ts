@@ -115,9 +115,16 @@ export class LoginThrottle {
       .execute();
   }
 
-  /** The account's failed log-ins are forgotten (its password was just set anew): it may log in at once. */
-  async forgiveAccount(email: string): Promise<void> {
-    await this.store.db.deleteFrom('login_attempts').where('key', '=', await this.keyOf('a', email)).execute();
+  /**
+   * What forgets the account's failed log-ins, in the transaction that sets its password anew
+   * (so that it may log in at once, and a failure part-way changes nothing). The key is made
+   * here, before that transaction: making it may read (or write) the deployment's secret.
+   */
+  async accountForgiver(email: string): Promise<(trx: Transaction<DB>) => Promise<void>> {
+    const key = await this.keyOf('a', email.trim().toLowerCase()); // as a log-in keys it
+    return async (trx) => {
+      await trx.deleteFrom('login_attempts').where('key', '=', key).execute();
+    };
   }
 
   /** Starts a sign-up: 0 when it may go ahead (and it is counted), else the seconds to wait. */
