@@ -16,7 +16,7 @@ export interface WorkspaceView {
   personal: boolean;
 }
 
-export const PasswordSchema = z.string().min(8, 'must be at least 8 characters').max(256, 'must be at most 256 characters');
+export const PasswordSchema = z.string().min(8, 'must be at least 8 characters').max(256);
 export const PlanSchema = z.enum(['free', 'pro']);
 export const RoleSchema = z.enum(['member', 'admin']);
 

@@ -13,7 +13,7 @@ export const CreateAgentSchema = z.object({
   agent_name: z.string().trim().min(1, 'is required').max(100, 'must be at most 100 characters')
     .meta({ description: 'The name, 1–100 characters once surrounding whitespace is trimmed (it is stored trimmed).' }),
   // No length bound of its own (the body's bounds it): an id that cannot be one is not found.
-  workspace_id: z.string().min(1, 'must not be empty').optional().meta({
+  workspace_id: z.string().min(1).optional().meta({
     description: 'Default: your personal workspace. `GET /agents` shows the workspace of each agent you can message; every workspace you belong to, those without agents too, is listed by the operator CLI\'s `workspaces list --email E`.',
   }),
 });
