@@ -50,6 +50,16 @@ const wakeUpConnections = async () => (await sql<{ n: number }>`select count(*):
   .execute(store.db)).rows[0]!.n;
 const cutWakeUpConnections = () => sql`select pg_terminate_backend(pid) from pg_stat_activity where query = ${wakeUpQuery()}`.execute(store.db);
 
+/** Waits (5 s at most) until `owner` holds the job's lease. */
+async function claimedBy(jobId: number, owner: string): Promise<void> {
+  for (const deadline = Date.now() + 5_000; ;) {
+    const job = await store.db.selectFrom('jobs').select('lease_owner').where('id', '=', jobId).executeTakeFirst();
+    if (job?.lease_owner === owner) return;
+    assert.ok(Date.now() < deadline, `${owner} claims the job`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 async function runAll(engine: TurnEngine, jobs: Array<{ agentId: string }>): Promise<void> {
   const ids: number[] = [];
   for (const [i, job] of jobs.entries()) {
@@ -151,12 +161,7 @@ test('a waiter on an instance that does not run its job is woken by the job\'s e
   try {
     const jobId = await enqueueOne(a, 'agt_elsewhere', 'ses_elsewhere', 'elsewhere');
     const waiting = a.waitForJob(jobId, 30_000); // a missed wake-up would time the test (20 s) out
-    for (const deadline = Date.now() + 5_000; ;) {
-      const job = await store.db.selectFrom('jobs').select('lease_owner').where('id', '=', jobId).executeTakeFirst();
-      if (job?.lease_owner === 'wakeups-elsewhere-b') break;
-      assert.ok(Date.now() < deadline, 'B claims the job');
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    await claimedBy(jobId, 'wakeups-elsewhere-b');
     release();
     const state = await waiting;
     assert.ok(isFinished(state.job), `the job is ${state.job.status}`);
@@ -236,12 +241,7 @@ test('a waiter whose job ended elsewhere while its bus was reconnecting is woken
   try {
     const jobId = await enqueueOne(a, 'agt_gap', 'ses_gap', 'gap');
     const waiting = a.waitForJob(jobId, 600_000); // a missed wake-up would time the test out
-    for (const deadline = Date.now() + 5_000; ;) {
-      const job = await store.db.selectFrom('jobs').select('lease_owner').where('id', '=', jobId).executeTakeFirst();
-      if (job?.lease_owner === 'wakeups-gap-b') break;
-      assert.ok(Date.now() < deadline, 'B claims the job');
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    await claimedBy(jobId, 'wakeups-gap-b');
     // Cut every wake-up connection of this schema (both reconnect after 200 ms), then end the job.
     await cutWakeUpConnections();
     release();
