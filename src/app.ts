@@ -146,7 +146,8 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     app.server.once('close', () => clearInterval(closeIdle));
     done();
   });
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback hooks, not async ones: a promise per hook is a turn of the microtask queue per request.
+  app.addHook('onRequest', (request, reply, done) => {
     const socket = request.raw.socket as CountedSocket;
     const pending = (socket[pendingAnswers] ?? 0) + 1;
     socket[pendingAnswers] = pending;
@@ -154,13 +155,16 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
       // The requests already read from the same packet still arrive here, one by one: logged once.
       if (!socket.destroyed) request.log.warn(`a connection sent over ${MAX_PIPELINED_REQUESTS} requests without reading the answers: closed`);
       socket.destroy();
-      return reply.hijack();
+      reply.hijack();
+      return;
     }
     reply.header('X-Request-Id', request.id);
     if (closing) {
       reply.header('Connection', 'close');
-      throw new Problem('service_unavailable', 'The server is shutting down; send the request again (it will reach a running server).');
+      done(new Problem('service_unavailable', 'The server is shutting down; send the request again (it will reach a running server).'));
+      return;
     }
+    done();
   });
   // Every answer written out: one hook for all that follows it (each hook costs more than its work).
   const { engine } = runtime;
@@ -171,11 +175,12 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     openJobs: () => answerWithin(engine.openJobs(), READY_WITHIN_MS),
     observeTurns: (observer) => engine.observe(observer),
   });
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const socket = request.raw.socket as CountedSocket; // this answer is written out (see MAX_PIPELINED_REQUESTS)
     if (socket[pendingAnswers]) socket[pendingAnswers] -= 1; // (an unroutable URL skips onRequest, not onResponse)
     request.log.info({ ...accessLogFields(request, reply), status: reply.statusCode }, 'request');
     metrics.observe(request, reply);
+    done();
   });
 
   await app.register(swagger, {

@@ -45,9 +45,9 @@ export function hashSecret(secret: string): Buffer {
 const DUMMY_DIGEST = hashSecret(randomBase62(SECRET_LENGTH));
 
 /** Constant-time check of a presented secret against a stored digest (or the dummy). */
-export function secretMatches(secret: string, storedDigest: Buffer | null): boolean {
+export function secretMatches(secret: string, storedDigest: Uint8Array | null): boolean {
   const presented = hashSecret(secret);
-  const expected = storedDigest && storedDigest.length === presented.length ? storedDigest : DUMMY_DIGEST;
+  const expected: Uint8Array = storedDigest && storedDigest.length === presented.length ? storedDigest : DUMMY_DIGEST;
   const equal = timingSafeEqual(presented, expected);
   return equal && expected !== DUMMY_DIGEST;
 }

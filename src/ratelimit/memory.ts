@@ -27,11 +27,8 @@ export class MemoryRateLimiter implements RateLimiter {
     this.now = now;
   }
 
-  async take(keyId: string, limit: number): Promise<RateDecision> {
-    return this.takeSync(keyId, limit);
-  }
-
-  takeSync(keyId: string, limit: number): RateDecision {
+  /** At once: the log is in this process. */
+  take(keyId: string, limit: number): RateDecision {
     const now = this.now();
     this.sweep(now);
     let runs = this.logs.get(keyId);

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { looksLikeId, newId } from '../domain/ids.ts';
 import { parseOrThrow, Problem } from '../domain/problems.ts';
 import type { Agent, DB, Plan } from '../store/schema.ts';
+import type { MaybePromise } from '../domain/maybe-promise.ts';
 import { AccountReadCache } from '../store/account-cache.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
@@ -60,8 +61,8 @@ export class AgentsService {
     this.availableByUserAndAgent = new AccountReadCache(deps.store.accountGeneration);
   }
 
-  /** Every agent of every workspace the user belongs to, oldest first (frozen: it may be shared). */
-  async listForUser(userId: string): Promise<AgentView[]> {
+  /** Every agent of every workspace the user belongs to, oldest first (frozen: it may be shared); at once when held. */
+  listForUser(userId: string): MaybePromise<AgentView[]> {
     return this.listsByUser.get(userId, async () => Object.freeze((await agentsOfUser(this.deps.store.db, userId))
       .map((row) => Object.freeze(toAgentView(row)))) as AgentView[]);
   }

@@ -7,6 +7,7 @@ import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
 import { isoNow } from './clock.ts';
 import { isoNowOf } from '../store/shared-clock.ts';
+import { mapMaybe, type MaybePromise } from '../domain/maybe-promise.ts';
 
 export interface KeysDeps {
   store: Store;
@@ -151,13 +152,18 @@ export class KeysService {
   /**
    * Resolves an Authorization header to an active key, or null for every kind of failure.
    * Always one lookup and one constant-time digest comparison, whatever the cause. On SQLite the
-   * lookup is served from memory while no process has written to the account tables since.
+   * lookup is served from memory while no process has written to the account tables since, and
+   * then the answer is given at once rather than as a promise.
    */
-  async authenticate(authorization: string | undefined): Promise<AuthenticatedKey | null> {
+  authenticate(authorization: string | undefined): MaybePromise<AuthenticatedKey | null> {
     const parsed = parseBearer(authorization);
     if (!parsed) return null;
-    const key = await this.authRows.get(parsed.keyId, async () => (await findKeyForAuth(this.deps.store.db, parsed.keyId))[0]);
-    const matches = secretMatches(parsed.secret, key ? Buffer.from(key.secret_hash) : null);
+    return mapMaybe(this.authRows.get(parsed.keyId, async () => (await findKeyForAuth(this.deps.store.db, parsed.keyId))[0]),
+      (key) => this.admit(parsed.secret, key));
+  }
+
+  private admit(secret: string, key: AuthRow | undefined): AuthenticatedKey | null {
+    const matches = secretMatches(secret, key ? key.secret_hash : null);
     if (!key || !matches || effectiveKeyStatus(key, this.sharedNow()) !== 'active') return null;
     this.noteUsed(key.id);
     return { keyId: key.id, userId: key.user_id, rateLimit: this.effectiveLimit(key.rate_limit) };

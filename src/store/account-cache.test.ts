@@ -50,6 +50,17 @@ test('it holds at most its bound, dropping the oldest first', async () => {
 
 test('a failed read keeps nothing', async () => {
   const cache = new AccountReadCache<number>(() => 1);
-  await assert.rejects(cache.get('k', async () => { throw new Error('database gone'); }), /database gone/);
+  await assert.rejects(async () => cache.get('k', async () => { throw new Error('database gone'); }), /database gone/);
   assert.equal(await cache.get('k', async () => 7), 7);
+});
+
+test('a copy held is given at once, not as a promise; a read is a promise', async () => {
+  let generation = 1;
+  const cache = new AccountReadCache<string>(() => generation);
+  const first = cache.get('k', async () => 'read');
+  assert.ok(first instanceof Promise, 'nothing held yet: the read is waited for');
+  assert.equal(await first, 'read');
+  assert.equal(cache.get('k', async () => 'again'), 'read');
+  generation++;
+  assert.ok(cache.get('k', async () => 'again') instanceof Promise, 'a copy of an older generation is not given');
 });

@@ -1,4 +1,5 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import { isPromise } from '../../../domain/maybe-promise.ts';
 import { Problem } from '../../../domain/problems.ts';
 import type { AuthenticatedKey, KeysService } from '../../../services/keys.ts';
 import type { RateDecision, RateLimiter } from '../../../ratelimit/rate-limiter.ts';
@@ -17,37 +18,64 @@ declare module 'fastify' {
  * Bearer auth, then the key's rate limit, before the body is read: the contract's order is
  * route → 401 → 429 → body → objects. A 401 never touches a quota. A GET's body, which Fastify
  * does not read, is judged here once the request is admitted (`judgeGetBody`).
+ *
+ * A callback hook, not an async one: with the key in memory and the in-process limiter, a request
+ * passes with no promise at all (see MaybePromise); the database or a shared limiter makes it wait.
  */
 export function installKeyAuth(app: FastifyInstance, deps: { keys: KeysService; rateLimiter: RateLimiter; judgeGetBody: GetBodyJudge }): void {
   app.decorateRequest('apiKey', null);
-  app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+  app.addHook('onRequest', (request, reply, done) => {
     // Two keys in one request (RFC 9110 allows one Authorization line) name no key: the same 401.
     const authorization = sentMoreThanOnce(request.raw.rawHeaders, 'authorization') ? undefined : request.headers.authorization;
-    const key = await deps.keys.authenticate(authorization);
-    if (!key) return sendProblem(request, reply, UNAUTHORIZED());
-    request.apiKey = key;
-    let verdict;
-    try {
-      verdict = await deps.rateLimiter.take(key.keyId, key.rateLimit);
-    } catch (error) {
-      // No count, no request (never more than L a minute). The store away (Redis, or the
-      // database) is one brief warn line, as a database outage is; anything else is a fault of
-      // ours, logged with its stack.
-      if (isStoreUnavailable(error)) request.log.warn(storeOutageFields(error), 'rate limit store unavailable');
-      else request.log.error({ err: error }, 'rate limit check failed');
-      return sendProblem(request, reply, new Problem('service_unavailable', 'The key\'s rate limit cannot be checked just now; retry in a moment.'));
-    }
-    reply.header('RateLimit-Policy', policyOf(verdict));
-    reply.header('RateLimit', remainingOf(verdict));
-    verdicts.set(reply.raw, verdict);
-    if (!verdict.allowed) {
-      reply.header('Retry-After', String(verdict.resetSeconds));
-      return sendProblem(request, reply, new Problem('rate_limited',
-        `This key allows ${verdict.limit} requests per minute; retry in ${verdict.resetSeconds} s.`));
-    }
-    const judging = deps.judgeGetBody(request);
-    if (judging) await judging;
+    const key = deps.keys.authenticate(authorization);
+    if (isPromise(key)) key.then((found) => takeFromLimit(found, request, reply, deps, done), done);
+    else takeFromLimit(key, request, reply, deps, done);
   });
+}
+
+type Deps = Parameters<typeof installKeyAuth>[1];
+
+function takeFromLimit(key: AuthenticatedKey | null, request: FastifyRequest, reply: FastifyReply, deps: Deps, done: HookHandlerDoneFunction): void {
+  if (!key) {
+    sendProblem(request, reply, UNAUTHORIZED());
+    return;
+  }
+  request.apiKey = key;
+  let verdict;
+  try {
+    verdict = deps.rateLimiter.take(key.keyId, key.rateLimit);
+  } catch (error) {
+    limitUncheckable(error, request, reply);
+    return;
+  }
+  if (isPromise(verdict)) verdict.then((taken) => admit(taken, request, reply, deps, done), (error) => limitUncheckable(error, request, reply));
+  else admit(verdict, request, reply, deps, done);
+}
+
+/**
+ * No count, no request (never more than L a minute). The store away (Redis, or the database) is
+ * one brief warn line, as a database outage is; anything else is a fault of ours, logged with
+ * its stack.
+ */
+function limitUncheckable(error: unknown, request: FastifyRequest, reply: FastifyReply): void {
+  if (isStoreUnavailable(error)) request.log.warn(storeOutageFields(error), 'rate limit store unavailable');
+  else request.log.error({ err: error }, 'rate limit check failed');
+  sendProblem(request, reply, new Problem('service_unavailable', 'The key\'s rate limit cannot be checked just now; retry in a moment.'));
+}
+
+function admit(verdict: RateDecision, request: FastifyRequest, reply: FastifyReply, deps: Deps, done: HookHandlerDoneFunction): void {
+  reply.header('RateLimit-Policy', policyOf(verdict));
+  reply.header('RateLimit', remainingOf(verdict));
+  verdicts.set(reply.raw, verdict);
+  if (!verdict.allowed) {
+    reply.header('Retry-After', String(verdict.resetSeconds));
+    sendProblem(request, reply, new Problem('rate_limited',
+      `This key allows ${verdict.limit} requests per minute; retry in ${verdict.resetSeconds} s.`));
+    return;
+  }
+  const judging = deps.judgeGetBody(request);
+  if (judging) judging.then(() => done(), done);
+  else done();
 }
 
 const policyOf = (verdict: RateDecision): string => `"key";q=${verdict.limit};w=60`;
