@@ -14,6 +14,7 @@ import { findUnstorableText, Problem, unstorableTextProblem } from './domain/pro
 import { sendProblem } from './channels/api/problem-reply.ts';
 import { accessLogFields } from './observability/access-log.ts';
 import { logDestination } from './observability/log-destination.ts';
+import { lazyRequestLogger } from './observability/request-log.ts';
 import { installMetrics } from './observability/metrics.ts';
 import { BODY_LIMIT_BYTES, installJsonBodyParser } from './channels/json-body.ts';
 import type { Config } from './config.ts';
@@ -76,6 +77,7 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
       connectionsCheckingInterval: Math.min(30_000, Math.max(250, runtime.config.requestTimeoutMs / 4)),
     },
     genReqId: () => randomUUID(),
+    childLoggerFactory: lazyRequestLogger,
     requestIdHeader: false,
     trustProxy: runtime.config.trustProxy,
     // Fastify's own 503 while closing is its JSON, not a problem: ours is below (onRequest).
@@ -178,7 +180,7 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   app.addHook('onResponse', (request, reply, done) => {
     const socket = request.raw.socket as CountedSocket; // this answer is written out (see MAX_PIPELINED_REQUESTS)
     if (socket[pendingAnswers]) socket[pendingAnswers] -= 1; // (an unroutable URL skips onRequest, not onResponse)
-    request.log.info({ ...accessLogFields(request, reply), status: reply.statusCode }, 'request');
+    app.log.info({ ...accessLogFields(request, reply), status: reply.statusCode }, 'request');
     metrics.observe(request, reply);
     done();
   });

@@ -12,7 +12,7 @@ export function hangUpSignal(request: FastifyRequest, reply: FastifyReply): Abor
   const hangUp = new AbortController();
   const hungUp = () => {
     hangUp.abort();
-    request.log.info(accessLogFields(request, reply), 'request: the client hung up before its answer');
+    request.server.log.info(accessLogFields(request, reply), 'request: the client hung up before its answer');
   };
   if (reply.raw.destroyed || request.raw.socket?.destroyed) hungUp();
   else reply.raw.once('close', () => { if (!reply.raw.writableFinished) hungUp(); });
