@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { DatabaseSync } from 'node:sqlite';
 import { sql } from 'kysely';
 import { openStore, type Store } from './store.ts';
 
@@ -86,4 +87,19 @@ test('the commits of this connection alone never move it, even many in a row', a
     await store.db.insertInto('audit_log').values({ at: new Date().toISOString(), actor_user_id: null, action: 'test', subject_id: `own ${i}`, details: null }).execute();
     assert.equal(generation(), before);
   }
+});
+
+test('within one task the first answer holds while no statement runs (one look for a whole request); the next task sees a commit made meanwhile', async () => {
+  await Promise.resolve(); // a task of its own from here
+  const before = generation();
+  // Another process commits while this task runs (synchronously, as the CLI's commit lands between two instructions of ours).
+  const cli = new DatabaseSync(join(dir, 'test.db'));
+  try {
+    cli.exec(`insert into audit_log (at, action, subject_id) values ('${new Date().toISOString()}', 'test', 'meanwhile')`);
+  } finally {
+    cli.close();
+  }
+  assert.equal(generation(), before, 'the task began before the commit: its first answer still holds');
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.ok(generation() > before, 'a later task sees the other process\'s commit');
 });

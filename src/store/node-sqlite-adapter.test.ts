@@ -103,3 +103,16 @@ test('a commit is synced to disk (synchronous FULL) unless the operator chose no
     }
   });
 });
+
+test('within one task the account generation is looked up once, until this connection runs a statement (which may see newer commits)', () => {
+  withDatabaseFile((open) => {
+    const reader = open();
+    const writer = open();
+    reader.raw.exec('create table t (v text)');
+    const before = reader.accountGeneration();
+    writer.raw.exec("insert into t values ('other')");
+    assert.equal(reader.accountGeneration(), before, 'the task\'s first look still holds');
+    reader.prepare('select count(*) from t').all([]);
+    assert.ok(reader.accountGeneration() > before, 'looked again after the statement');
+  });
+});

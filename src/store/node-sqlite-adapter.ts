@@ -92,6 +92,13 @@ export function openNodeSqlite(path: string, synchronous: SqliteSynchronous = 'f
   let generation = 0;
   let accountWriteInTransaction = false;
   const logIndex = path === ':memory:' ? null : new LogIndexHeader(`${path}-shm`);
+  // Whether another process's commits were looked for in the task now running: a request served
+  // from the caches asks once per cache (the key, then the agents), and each look is a system
+  // call. Everything a task handles arrived before the task began (a request's bytes are read
+  // at the start of the callback that handles them), so one look, made within it, serves all of
+  // it; the flag drops with the task's microtasks, before the event loop reads anything more.
+  let checkedInTask = false;
+  const endOfTask = () => { checkedInTask = false; };
 
   // Each distinct statement once: prepared, classified, and wrapped as Kysely calls it (the
   // wrapper too is made once, not on every run).
@@ -134,6 +141,16 @@ export function openNodeSqlite(path: string, synchronous: SqliteSynchronous = 'f
     onCommit: null,
     close: () => db.close(),
     accountGeneration() {
+      // Asked already in this task: the answer holds for what the task does (see checkedInTask).
+      // Not inside a transaction, whose snapshot may be newer than that answer.
+      if (db.isTransaction) {
+        checkedInTask = false;
+      } else if (checkedInTask) {
+        return generation;
+      } else {
+        checkedInTask = true;
+        queueMicrotask(endOfTask);
+      }
       // No commit anywhere since data_version was last asked: nothing to ask.
       if (logIndex?.readUnchanged()) return generation;
       const version = (dataVersion.get() as { data_version: number }).data_version;
@@ -154,6 +171,8 @@ export function openNodeSqlite(path: string, synchronous: SqliteSynchronous = 'f
   // while it was open is trusted after a rollback).
   function afterStatement(entry: Entry): void {
     const inTransaction = db.isTransaction;
+    // This connection may have seen commits newer than the task's look: the next call looks again.
+    checkedInTask = false;
     if (entry.writesAccounts) {
       generation++;
       accountWriteInTransaction = inTransaction;
