@@ -67,8 +67,8 @@ export class AgentsService {
       .map((row) => Object.freeze(toAgentView(row)))) as AgentView[]);
   }
 
-  /** The agent if the user may message it (member of its workspace), else undefined. */
-  async findAvailable(userId: string, agentId: string): Promise<Agent | undefined> {
+  /** The agent if the user may message it (member of its workspace), else undefined; at once when held. */
+  findAvailable(userId: string, agentId: string): MaybePromise<Agent | undefined> {
     if (!looksLikeId('agent', agentId)) return undefined;
     return this.availableByUserAndAgent.get(`${userId} ${agentId}`,
       async () => {
