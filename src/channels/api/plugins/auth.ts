@@ -66,7 +66,7 @@ function limitUncheckable(error: unknown, request: FastifyRequest, reply: Fastif
 function admit(verdict: RateDecision, request: FastifyRequest, reply: FastifyReply, deps: Deps, done: HookHandlerDoneFunction): void {
   reply.header('RateLimit-Policy', policyOf(verdict));
   reply.header('RateLimit', remainingOf(verdict));
-  verdicts.set(reply.raw, verdict);
+  (reply.raw as VerdictHolder)[verdictOf] = verdict;
   if (!verdict.allowed) {
     reply.header('Retry-After', String(verdict.resetSeconds));
     sendProblem(request, reply, new Problem('rate_limited',
@@ -84,13 +84,15 @@ const remainingOf = (verdict: RateDecision): string => `"key";r=${verdict.remain
 /**
  * The rate limit verdict of each response's request, for an answer written past Fastify (a 408
  * when the body never finishes arriving): an authenticated request was counted, and every
- * authenticated response says so (contract §0).
+ * authenticated response says so (contract §0). Kept on the response itself: a WeakMap entry per
+ * request cost the garbage collector more than the rest of the limit's bookkeeping.
  */
-const verdicts = new WeakMap<object, RateDecision>();
+const verdictOf = Symbol('rate limit verdict');
+type VerdictHolder = { [verdictOf]?: RateDecision };
 
 /** The rate limit header lines for a raw response whose request was authenticated ('' if none was). */
 export function rateLimitHeaderLines(response: object | undefined): string {
-  const verdict = response && verdicts.get(response);
+  const verdict = (response as VerdictHolder | undefined)?.[verdictOf];
   return verdict ? `RateLimit-Policy: ${policyOf(verdict)}\r\nRateLimit: ${remainingOf(verdict)}\r\n` : '';
 }
 
