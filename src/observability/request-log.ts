@@ -1,7 +1,8 @@
 import type { FastifyBaseLogger, FastifyServerOptions } from 'fastify';
-import type { Bindings, ChildLoggerOptions, LogFn } from 'pino';
+import type { Bindings, ChildLoggerOptions } from 'pino';
 
-type LogArgs = Parameters<LogFn>;
+/** Every shape pino's log methods take: an object or error first (then the message), or the message alone. */
+type LogArgs = [objOrMessage: unknown, message?: string, ...args: unknown[]];
 
 /**
  * Each request's logger (request.log): the pino child bound to the request id, made the first

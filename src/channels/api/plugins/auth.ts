@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import { isPromise } from '../../../domain/maybe-promise.ts';
+import { isPromise, type MaybePromise } from '../../../domain/maybe-promise.ts';
 import { Problem } from '../../../domain/problems.ts';
 import type { AuthenticatedKey, KeysService } from '../../../services/keys.ts';
 import type { RateDecision, RateLimiter } from '../../../ratelimit/rate-limiter.ts';
@@ -28,7 +28,7 @@ export function installKeyAuth(app: FastifyInstance, deps: { keys: KeysService; 
     // Two keys in one request (RFC 9110 allows one Authorization line) name no key: the same 401.
     const authorization = sentMoreThanOnce(request.raw.rawHeaders, 'authorization') ? undefined : request.headers.authorization;
     const key = deps.keys.authenticate(authorization);
-    if (isPromise(key)) key.then((found) => takeFromLimit(found, request, reply, deps, done), done);
+    if (isPromise(key)) key.then((found) => takeFromLimit(found, request, reply, deps, done), (error: unknown) => done(failure(error)));
     else takeFromLimit(key, request, reply, deps, done);
   });
 }
@@ -41,7 +41,7 @@ function takeFromLimit(key: AuthenticatedKey | null, request: FastifyRequest, re
     return;
   }
   request.apiKey = key;
-  let verdict;
+  let verdict: MaybePromise<RateDecision>;
   try {
     verdict = deps.rateLimiter.take(key.keyId, key.rateLimit);
   } catch (error) {
@@ -74,9 +74,12 @@ function admit(verdict: RateDecision, request: FastifyRequest, reply: FastifyRep
     return;
   }
   const judging = deps.judgeGetBody(request);
-  if (judging) judging.then(() => done(), done);
+  if (judging) judging.then(() => done(), (error: unknown) => done(failure(error)));
   else done();
 }
+
+/** What a rejection is passed on as: Fastify takes a falsy error for success, an async hook's rejection never did. */
+const failure = (error: unknown): Error => (error instanceof Error ? error : new Error(`a check of the request failed: ${String(error)}`));
 
 const policyOf = (verdict: RateDecision): string => `"key";q=${verdict.limit};w=60`;
 const remainingOf = (verdict: RateDecision): string => `"key";r=${verdict.remaining};t=${verdict.resetSeconds}`;
