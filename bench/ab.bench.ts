@@ -12,6 +12,7 @@
  *   BASE=f400781 WARMUP_SECONDS=45 npm run bench:ab      (each database grown by use first)
  *   BASE=HEAD~1 DATABASE=postgres npm run bench:ab
  *   BASE=HEAD~1 CONNECTIONS=1 npm run bench:ab           (one client: latency rather than throughput)
+ *   BASE=HEAD~1 PROCESS_WARMUP_SECONDS=10 npm run bench:ab   (each slice's processes past V8's warm-up)
  *
  * The revision is checked out into a temporary git worktree that shares this tree's
  * node_modules, so it must have the same package-lock.json. Each server gets its own database,
@@ -34,7 +35,9 @@ const SLICE_SECONDS = Number(process.env.SLICE_SECONDS ?? 2);
 // How much each database grows first: some costs show only on a database grown by use.
 const WARMUP_SECONDS = Number(process.env.WARMUP_SECONDS ?? 2);
 // Each slice runs on new server processes (see roundOnFreshServer), warmed this long first.
-const PROCESS_WARMUP_SECONDS = 2;
+// (A short warm-up keeps slices many; both trees are measured as V8 still compiles. For a steady
+// state, as the benchmarks measure it, give 6 s for GET /agents and 10 s for POST /messages.)
+const PROCESS_WARMUP_SECONDS = Number(process.env.PROCESS_WARMUP_SECONDS ?? 2);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? (ROUTE === 'agents' ? 10 : 50));
 const DATABASE = process.env.DATABASE ?? 'sqlite';
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
