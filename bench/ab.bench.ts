@@ -24,7 +24,7 @@ import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  alternatingRounds, API, HUGE_LIMIT, load, messageRequests, roundOnFreshServer, seedAccount, startServer, stopChildren, stopServer, summarize,
+  alternatingRounds, API, assertEveryMessageCompleted, HUGE_LIMIT, load, messageRequests, roundOnFreshServer, seedAccount, startServer, stopChildren, stopServer, summarize,
   type RoundResult,
 } from './lib.ts';
 
@@ -99,6 +99,7 @@ try {
   // "ours" is this tree and "bare" the base revision, in the shared helpers' words.
   const summary = summarize(await alternatingRounds(SLICES, () => runThis(SLICE_SECONDS), () => runBase(SLICE_SECONDS),
     'req/s', { ours: 'this', bare: 'base' }));
+  assertEveryMessageCompleted(); // (nothing is counted for GET /agents)
   console.log(`
 | medians over ${SLICES} slices | per second | p50 (ms) | p99 (ms) | server CPU per request (µs) |
 |---|---|---|---|---|

@@ -174,16 +174,31 @@ export function summarize(pairs: Pair[]) {
 
 export { API_PREFIX as API };
 
-/** POST /messages requests for autocannon: every one a fresh text, spread over the agents in turn. */
+/**
+ * Every text a message benchmark sends in this process is new: a counter shared by all loads.
+ * (Until 2026-11-28 each load started again at "hello 0", so after a warm-up most of a round's
+ * messages repeated one sent seconds before and were answered as duplicates, not turns.)
+ */
+let messagesSent = 0;
+let answersNotCompleted = 0;
+
+/** POST /messages requests for autocannon: every one a fresh text, spread over the agents in turn; each answer must be a completed turn. */
 export function messageRequests(agentIds: string[]) {
-  let counter = 0;
   return [{
     method: 'POST' as const,
     path: `${API_PREFIX}/messages`,
     setupRequest: (request: any) => {
-      const n = counter++;
+      const n = messagesSent++;
       request.body = JSON.stringify({ text: `hello ${n}`, agent_id: agentIds[n % agentIds.length] });
       return request;
     },
+    onResponse: (status: number, body: string) => {
+      if (status === 200 && !body.includes('"status":"completed"')) answersNotCompleted++;
+    },
   }];
+}
+
+/** Fails the benchmark if any message was answered with something other than a completed turn (a duplicate, say). */
+export function assertEveryMessageCompleted(): void {
+  if (answersNotCompleted > 0) throw new Error(`${answersNotCompleted} messages were answered without a completed turn: the figures would not be turns`);
 }

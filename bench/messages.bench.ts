@@ -16,7 +16,7 @@ import pg from 'pg';
 import { formatTs, nowMicros } from '../src/domain/turn-clock.ts';
 import { openStore } from '../src/store/store.ts';
 import {
-  alternatingRounds, API, CLI, HUGE_LIMIT, load, median, messageRequests, roundOnFreshServer, seedAccount, startServer, stopChildren, summarize,
+  alternatingRounds, API, assertEveryMessageCompleted, CLI, HUGE_LIMIT, load, median, messageRequests, roundOnFreshServer, seedAccount, startServer, stopChildren, summarize,
   type RoundResult,
 } from './lib.ts';
 
@@ -56,6 +56,7 @@ try {
   }));
   console.log(`${cpus().length} cores; ${DATABASE}; ${ROUNDS} alternating rounds of ${ROUND_SECONDS} s, each on new server processes warmed for ${WARMUP_SECONDS} s, ${CONNECTIONS} connections, ${AGENTS} agents`);
   const rounds = await alternatingRounds(ROUNDS, () => runOurs(ROUND_SECONDS), () => runBare(ROUND_SECONDS), 'turns/s');
+  assertEveryMessageCompleted();
 
   // A server for the transcript part; a last message shows that the rounds left nothing behind.
   const ours = await startServer([CLI, 'serve'], env, '/readyz');
