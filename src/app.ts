@@ -12,7 +12,7 @@ import { withExtraFieldsAllowed, withoutUnreferencedSchemas, withResponseHeaders
 import { webChannel } from './channels/web/index.ts';
 import { findUnstorableText, Problem, unstorableTextProblem } from './domain/problems.ts';
 import { sendProblem } from './channels/api/problem-reply.ts';
-import { accessLogFields } from './observability/access-log.ts';
+import { logAccess } from './observability/access-log.ts';
 import { logDestination } from './observability/log-destination.ts';
 import { lazyRequestLogger } from './observability/request-log.ts';
 import { installMetrics } from './observability/metrics.ts';
@@ -180,7 +180,7 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   app.addHook('onResponse', (request, reply, done) => {
     const socket = request.raw.socket as CountedSocket; // this answer is written out (see MAX_PIPELINED_REQUESTS)
     if (socket[pendingAnswers]) socket[pendingAnswers] -= 1; // (an unroutable URL skips onRequest, not onResponse)
-    app.log.info({ ...accessLogFields(request, reply), status: reply.statusCode }, 'request');
+    logAccess(request, reply, 'request', reply.statusCode);
     metrics.observe(request, reply);
     done();
   });

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { accessLogFields } from '../observability/access-log.ts';
+import { logAccess } from '../observability/access-log.ts';
 
 /**
  * Aborts when the client hangs up before its answer is written out, so that a wait on its behalf
@@ -12,7 +12,7 @@ export function hangUpSignal(request: FastifyRequest, reply: FastifyReply): Abor
   const hangUp = new AbortController();
   const hungUp = () => {
     hangUp.abort();
-    request.server.log.info(accessLogFields(request, reply), 'request: the client hung up before its answer');
+    logAccess(request, reply, 'request: the client hung up before its answer');
   };
   if (reply.raw.destroyed || request.raw.socket?.destroyed) hungUp();
   else reply.raw.once('close', () => { if (!reply.raw.writableFinished) hungUp(); });
