@@ -159,11 +159,12 @@ export class KeysService {
     const parsed = parseBearer(authorization);
     if (!parsed) return null;
     return mapMaybe(this.authRows.get(parsed.keyId, async () => (await findKeyForAuth(this.deps.store.db, parsed.keyId))[0]),
-      (key) => this.admit(parsed.secret, key));
+      (key) => this.activeKeyOf(parsed.secret, key));
   }
 
-  private admit(secret: string, key: AuthRow | undefined): AuthenticatedKey | null {
-    const matches = secretMatches(secret, key ? key.secret_hash : null);
+  /** The key if `secret` is its own and it works now; null otherwise (one digest comparison either way). */
+  private activeKeyOf(secret: string, key: AuthRow | undefined): AuthenticatedKey | null {
+    const matches = secretMatches(secret, key?.secret_hash ?? null);
     if (!key || !matches || effectiveKeyStatus(key, this.sharedNow()) !== 'active') return null;
     this.noteUsed(key.id);
     return { keyId: key.id, userId: key.user_id, rateLimit: this.effectiveLimit(key.rate_limit) };

@@ -14,6 +14,8 @@ declare module 'fastify' {
   }
 }
 
+export interface KeyAuthDeps { keys: KeysService; rateLimiter: RateLimiter; judgeGetBody: GetBodyJudge }
+
 /**
  * Bearer auth, then the key's rate limit, before the body is read: the contract's order is
  * route → 401 → 429 → body → objects. A 401 never touches a quota. A GET's body, which Fastify
@@ -22,7 +24,7 @@ declare module 'fastify' {
  * A callback hook, not an async one: with the key in memory and the in-process limiter, a request
  * passes with no promise at all (see MaybePromise); the database or a shared limiter makes it wait.
  */
-export function installKeyAuth(app: FastifyInstance, deps: { keys: KeysService; rateLimiter: RateLimiter; judgeGetBody: GetBodyJudge }): void {
+export function installKeyAuth(app: FastifyInstance, deps: KeyAuthDeps): void {
   app.decorateRequest('apiKey', null);
   app.addHook('onRequest', (request, reply, done) => {
     // Two keys in one request (RFC 9110 allows one Authorization line) name no key: the same 401.
@@ -33,9 +35,7 @@ export function installKeyAuth(app: FastifyInstance, deps: { keys: KeysService; 
   });
 }
 
-type Deps = Parameters<typeof installKeyAuth>[1];
-
-function takeFromLimit(key: AuthenticatedKey | null, request: FastifyRequest, reply: FastifyReply, deps: Deps, done: HookHandlerDoneFunction): void {
+function takeFromLimit(key: AuthenticatedKey | null, request: FastifyRequest, reply: FastifyReply, deps: KeyAuthDeps, done: HookHandlerDoneFunction): void {
   if (!key) {
     sendProblem(request, reply, UNAUTHORIZED());
     return;
@@ -48,8 +48,8 @@ function takeFromLimit(key: AuthenticatedKey | null, request: FastifyRequest, re
     limitUncheckable(error, request, reply);
     return;
   }
-  if (isPromise(verdict)) verdict.then((taken) => admit(taken, request, reply, deps, done), (error) => limitUncheckable(error, request, reply));
-  else admit(verdict, request, reply, deps, done);
+  if (isPromise(verdict)) verdict.then((taken) => applyVerdict(taken, request, reply, deps, done), (error) => limitUncheckable(error, request, reply));
+  else applyVerdict(verdict, request, reply, deps, done);
 }
 
 /**
@@ -63,7 +63,8 @@ function limitUncheckable(error: unknown, request: FastifyRequest, reply: Fastif
   sendProblem(request, reply, new Problem('service_unavailable', 'The key\'s rate limit cannot be checked just now; retry in a moment.'));
 }
 
-function admit(verdict: RateDecision, request: FastifyRequest, reply: FastifyReply, deps: Deps, done: HookHandlerDoneFunction): void {
+/** The verdict's headers, then a 429, or the request on its way (its GET body judged first). */
+function applyVerdict(verdict: RateDecision, request: FastifyRequest, reply: FastifyReply, deps: KeyAuthDeps, done: HookHandlerDoneFunction): void {
   reply.header('RateLimit-Policy', policyOf(verdict));
   reply.header('RateLimit', remainingOf(verdict));
   (reply.raw as VerdictHolder)[verdictOf] = verdict;
