@@ -2,7 +2,7 @@ import { type ExpressionBuilder, sql, type Kysely, type RawBuilder, type Transac
 import type { DB, Job, JobKind, JobStatus, Session } from '../store/schema.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
-import type { Stage } from './transactions.ts';
+import type { UnitOfWork } from './unit-of-work.ts';
 
 /**
  * Every statement the work queue runs, in one place (as pg-boss keeps its "plans").
@@ -73,10 +73,10 @@ export async function insertJob(trx: Transaction<DB>, job: NewJob, claim: { owne
 }
 
 /** Enqueues a job for whichever runner gets to it, and tells the runners at commit; returns its id. */
-export async function enqueueJob(trx: Transaction<DB>, store: QueueStore, stage: Stage, job: NewJob): Promise<number> {
-  await lockAgentLine(trx, store, job.agentId);
-  const { id } = await insertJob(trx, job, null, store.clock.now());
-  await stage({ type: 'job_enqueued', agentId: job.agentId });
+export async function enqueueJob(tx: UnitOfWork, store: QueueStore, job: NewJob): Promise<number> {
+  await lockAgentLine(tx.db, store, job.agentId);
+  const { id } = await insertJob(tx.db, job, null, store.clock.now());
+  await tx.publish({ type: 'job_enqueued', agentId: job.agentId });
   return id;
 }
 

@@ -2,36 +2,23 @@ import type { ControlledTransaction, Transaction } from 'kysely';
 import type { DB } from '../store/schema.ts';
 import { runFixedStatement, sqliteTransactionOpen } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
-import type { Bus, BusEvent } from './bus.ts';
-
-/** Inside a transaction: run this once it has committed, or this if it rolled back. */
-export interface TxHooks {
-  afterCommit(fn: () => void): void;
-  onRollback(fn: () => void): void;
-}
-
-export type Stage = (event: BusEvent) => Promise<void>;
-/**
- * A unit of work inside a transaction. It may be run more than once (see Transactions.runBatch),
- * so whatever it does outside the database goes through `stage` and `hooks`: each run's are
- * settled with that run, and only the last run's result reaches the caller.
- */
-export type TransactionWork<T> = (trx: Transaction<DB>, stage: Stage, hooks: TxHooks) => Promise<T>;
+import type { Bus } from './bus.ts';
+import { UnitRun, type RepeatableWork } from './unit-of-work.ts';
 
 type BatchOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 /** Batches run with a savepoint per unit after one had to be replayed (see runBatch). */
 const SAVEPOINT_BATCHES_AFTER_REPLAY = 20;
 
 /**
- * The engine's transactions: each unit of work stages its events inside its transaction, and
- * they are delivered (and its hooks run) once it has committed. On SQLite, units that arrive
+ * The engine's transactions: each unit of work publishes its events inside its transaction, and
+ * they are delivered (and its callbacks run) once it has committed. On SQLite, units that arrive
  * while a commit is under way share the next transaction (group commit).
  */
 export class Transactions {
   private readonly store: Store;
   private readonly bus: Bus;
   private readonly onError: (error: unknown, context: string) => void;
-  private readonly batch: Array<{ work: TransactionWork<unknown>; resolve(value: unknown): void; reject(error: unknown): void }> = [];
+  private readonly batch: Array<{ work: RepeatableWork<unknown>; resolve(value: unknown): void; reject(error: unknown): void }> = [];
   private flushing = false;
   private savepointBatchesLeft = 0;
   /** Grouped transactions (SQLite) run, and how many of them had to run again unit by unit. */
@@ -44,28 +31,28 @@ export class Transactions {
   }
 
   /**
-   * Runs a transaction whose events are staged inside it and delivered after it commits.
+   * Runs a unit of work in a transaction; its events are delivered after it commits.
    * On SQLite, transactions that arrive while one is committing are grouped into the next
    * one: one commit, and its file-system round trips, serve many requests. One failing never
    * affects another (see runBatch: when one fails, the others run again). Nobody is answered
    * before the commit.
    */
-  async transact<T>(work: TransactionWork<T>): Promise<T> {
+  async transact<T>(work: RepeatableWork<T>): Promise<T> {
     if (this.store.dialect !== 'sqlite') return this.transactAlone(work);
     return new Promise<T>((resolve, reject) => {
-      this.batch.push({ work: work as TransactionWork<unknown>, resolve: resolve as (value: unknown) => void, reject });
+      this.batch.push({ work: work as RepeatableWork<unknown>, resolve: resolve as (value: unknown) => void, reject });
       this.flushBatches();
     });
   }
 
-  private async transactAlone<T>(work: TransactionWork<T>): Promise<T> {
-    const unit = this.newUnit();
+  private async transactAlone<T>(work: RepeatableWork<T>): Promise<T> {
+    let unit: UnitRun | undefined;
     try {
-      const result = await this.store.db.transaction().execute((trx) => work(trx, unit.stageIn(trx), unit));
-      unit.committed();
+      const result = await this.store.db.transaction().execute((trx) => work(unit = this.newUnit(trx)));
+      unit!.committed();
       return result;
     } catch (error) {
-      unit.rolledBack();
+      unit?.rolledBack();
       throw error;
     }
   }
@@ -118,13 +105,13 @@ export class Transactions {
   private async runUnitsTogether(items: typeof this.batch): Promise<boolean> {
     const trx = await this.beginBatch(items);
     if (!trx) return true;
-    const units: UnitHooks[] = [];
+    const units: UnitRun[] = [];
     const outcomes: BatchOutcome[] = [];
     for (const item of items) {
-      const unit = this.newUnit();
+      const unit = this.newUnit(trx);
       units.push(unit);
       try {
-        outcomes.push({ ok: true, value: await item.work(trx, unit.stageIn(trx), unit) });
+        outcomes.push({ ok: true, value: await item.work(unit) });
       } catch (error) {
         await trx.rollback().execute().catch(() => {});
         for (const ran of units) ran.rolledBack();
@@ -140,14 +127,14 @@ export class Transactions {
   private async runUnitsInSavepoints(items: typeof this.batch): Promise<void> {
     const trx = await this.beginBatch(items);
     if (!trx) return;
-    const units = items.map(() => this.newUnit());
+    const units = items.map(() => this.newUnit(trx));
     const outcomes: BatchOutcome[] = [];
     for (const [i, item] of items.entries()) {
       const name = `unit${i}`;
       try {
         await runFixedStatement(trx, `savepoint ${name}`);
         try {
-          const value = await item.work(trx, units[i]!.stageIn(trx), units[i]!);
+          const value = await item.work(units[i]!);
           await runFixedStatement(trx, `release ${name}`);
           outcomes.push({ ok: true, value });
         } catch (error) {
@@ -173,8 +160,8 @@ export class Transactions {
     await this.commitBatch(trx, items, units, outcomes);
   }
 
-  private newUnit(): UnitHooks {
-    return new UnitHooks(this.bus, (error) => this.onError(error, 'transaction hook'));
+  private newUnit(trx: Transaction<DB>): UnitRun {
+    return new UnitRun(trx, this.bus, (error) => this.onError(error, 'transaction hook'));
   }
 
   /** The batch's transaction, or null when it could not start (then every unit was told why). */
@@ -188,7 +175,7 @@ export class Transactions {
   }
 
   /** Commits, then settles each unit: its hooks and its caller. A failed commit fails them all. */
-  private async commitBatch(trx: ControlledTransaction<DB>, items: typeof this.batch, units: UnitHooks[], outcomes: BatchOutcome[]): Promise<void> {
+  private async commitBatch(trx: ControlledTransaction<DB>, items: typeof this.batch, units: UnitRun[], outcomes: BatchOutcome[]): Promise<void> {
     try {
       await trx.commit().execute();
     } catch (error) {
@@ -217,66 +204,5 @@ export class Transactions {
       const check = () => (this.flushing ? setTimeout(check, 5) : resolve());
       check();
     });
-  }
-}
-
-/** Events staged and callbacks registered by one unit of work, settled with its transaction. */
-class UnitHooks implements TxHooks {
-  // Keyed by content: a unit that stages the same event twice (a decision enqueuing one agent's
-  // continuations, say) delivers it once; wake-ups say nothing more the second time.
-  private readonly events = new Map<string, BusEvent>();
-  private readonly commitFns: Array<() => void> = [];
-  private readonly rollbackFns: Array<() => void> = [];
-  private readonly bus: Bus;
-  private readonly onError: (error: unknown) => void;
-  private settled = false;
-
-  /** `onError` hears of a callback that threw: the others still run, and every caller is still answered. */
-  constructor(bus: Bus, onError: (error: unknown) => void) {
-    this.bus = bus;
-    this.onError = onError;
-  }
-
-  /** Records the event for delivery after commit, and lets the bus stage it in `trx` (NOTIFY). */
-  stageIn(trx: Transaction<DB>): Stage {
-    return async (event) => {
-      const key = JSON.stringify(event);
-      if (this.events.has(key)) return;
-      this.events.set(key, event);
-      await this.bus.stage(trx, event);
-    };
-  }
-
-  afterCommit(fn: () => void): void {
-    this.commitFns.push(fn);
-  }
-
-  onRollback(fn: () => void): void {
-    this.rollbackFns.push(fn);
-  }
-
-  /**
-   * Callbacks first: they may hand results to local waiters before bus events wake them bare.
-   * A unit settles once: committed or rolled back, whichever is called first.
-   */
-  committed(): void {
-    if (this.settled) return;
-    this.settled = true;
-    for (const fn of this.commitFns) this.guarded(fn);
-    for (const event of this.events.values()) this.guarded(() => this.bus.committed(event));
-  }
-
-  rolledBack(): void {
-    if (this.settled) return;
-    this.settled = true;
-    for (const fn of this.rollbackFns) this.guarded(fn);
-  }
-
-  private guarded(fn: () => void): void {
-    try {
-      fn();
-    } catch (error) {
-      this.onError(error);
-    }
   }
 }

@@ -39,12 +39,12 @@ async function sendTogether(engine: TurnEngine, numbers: number[], failing: numb
   const settled = numbers.map((n) => {
     const trace: Trace = { runs: 0, committed: 0, rolledBack: 0, outcome: null };
     traces.set(n, trace);
-    return engine.transact(async (trx, stage, hooks) => {
+    return engine.transact(async (tx) => {
       trace.runs++;
-      hooks.afterCommit(() => trace.committed++);
-      hooks.onRollback(() => trace.rolledBack++);
-      await sql`insert into batch_probe (n) values (${n})`.execute(trx);
-      await stage({ type: 'job_enqueued', agentId: `agt_probe${n}` });
+      tx.afterCommit(() => trace.committed++);
+      tx.onRollback(() => trace.rolledBack++);
+      await sql`insert into batch_probe (n) values (${n})`.execute(tx.db);
+      await tx.publish({ type: 'job_enqueued', agentId: `agt_probe${n}` });
       if (failing.includes(n)) throw new UnitFailed(`unit ${n}`);
       return `unit ${n}, run ${trace.runs}`; // which run's result reaches the caller
     }).then((value) => {
@@ -155,11 +155,11 @@ test('a statement after which SQLite rolls back the whole transaction fails its 
   await sql`create table batch_boom (n integer)`.execute(store.db);
   await sql`create trigger batch_boom_rollback before insert on batch_boom begin select raise(rollback, 'boom'); end`.execute(store.db);
   const engine = newEngine();
-  const send = (n: number, boom: boolean) => engine.transact(async (trx, _stage, hooks) => {
+  const send = (n: number, boom: boolean) => engine.transact(async (tx) => {
     let committed = 0;
-    hooks.afterCommit(() => committed++);
-    await sql`insert into batch_probe (n) values (${n})`.execute(trx);
-    if (boom) await sql`insert into batch_boom (n) values (${n})`.execute(trx);
+    tx.afterCommit(() => committed++);
+    await sql`insert into batch_probe (n) values (${n})`.execute(tx.db);
+    if (boom) await sql`insert into batch_boom (n) values (${n})`.execute(tx.db);
     return () => committed;
   });
   // Once with units together, and once more (right after a replay) with savepoints at once.
@@ -181,10 +181,10 @@ test('a hook that throws is reported, and every caller is still answered', async
     store, bus: new InProcessBus(), instanceId: 'batches-hooks', perAgent: 1, concurrency: 1, leaseMs: 15_000, pollMs: 600_000,
     onError: (error) => errors.push(error),
   });
-  const outcomes = await Promise.allSettled([1000, 1001, 1002].map((n) => engine.transact(async (trx, _stage, hooks) => {
-    hooks.afterCommit(() => { if (n === 1000) throw new Error('hook of 1000'); });
-    hooks.onRollback(() => { throw new Error(`rollback hook of ${n}`); });
-    await sql`insert into batch_probe (n) values (${n})`.execute(trx);
+  const outcomes = await Promise.allSettled([1000, 1001, 1002].map((n) => engine.transact(async (tx) => {
+    tx.afterCommit(() => { if (n === 1000) throw new Error('hook of 1000'); });
+    tx.onRollback(() => { throw new Error(`rollback hook of ${n}`); });
+    await sql`insert into batch_probe (n) values (${n})`.execute(tx.db);
     if (n === 1001) throw new UnitFailed('unit 1001');
     return n;
   })));
@@ -207,8 +207,8 @@ test('jobs enqueued in a batch that is run again are each claimed once and run o
   });
   await engine.start();
   try {
-    const enqueue = (agentId: string, fail: boolean) => engine.transact(async (trx, stage, hooks) => {
-      const job = await engine.enqueue(trx, stage, hooks, { agentId, sessionId: `ses_batches_${agentId}`, userId: 'usr_batches', kind: 'message', payload: { kind: 'message', text: agentId } });
+    const enqueue = (agentId: string, fail: boolean) => engine.transact(async (tx) => {
+      const job = await engine.enqueue(tx, { agentId, sessionId: `ses_batches_${agentId}`, userId: 'usr_batches', kind: 'message', payload: { kind: 'message', text: agentId } });
       if (fail) throw new UnitFailed(agentId);
       return job;
     });

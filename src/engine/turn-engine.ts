@@ -1,10 +1,10 @@
 import { setTimeout as setTimeoutPromise } from 'node:timers/promises';
-import type { Transaction } from 'kysely';
-import type { DB, Job, JobKind } from '../store/schema.ts';
+import type { Job, JobKind } from '../store/schema.ts';
 import type { Store } from '../store/store.ts';
 import { isStoreUnavailable } from '../store/unavailable.ts';
 import type { Bus, BusEvent } from './bus.ts';
-import { type Stage, type TransactionWork, Transactions, type TxHooks } from './transactions.ts';
+import { Transactions } from './transactions.ts';
+import type { RepeatableWork, UnitOfWork } from './unit-of-work.ts';
 import {
   claimInTransaction, countOpenJobs, findClaimable, finishedJobs, finishJob, getJob, hasQueuedJobs, insertJob, releaseJob, renewLeases,
   requeueAllRunning, lockAgentLine, requeueExpired, type NewJob, type OpenJobCounts,
@@ -27,9 +27,9 @@ export interface ReplyTurn {
 
 /**
  * What finishing a job writes, inside the transaction that marks it done. Like any
- * TransactionWork it may run more than once, so it only writes to the database.
+ * RepeatableWork it may run more than once, so it acts only through `tx`.
  */
-export type Finisher = (trx: Transaction<DB>, stage: Stage) => Promise<{
+export type Finisher = (tx: UnitOfWork) => Promise<{
   status: 'done' | 'failed';
   replyTurnId: number | null;
   reply?: ReplyTurn;
@@ -187,16 +187,16 @@ export class TurnEngine {
       // running jobs look expired too, and must not be put back in line (and run again) here.
       await this.renewOwnLeases();
       // Announced like new work, so that every instance (not only this one) looks for it.
-      await this.transact(async (trx, stage) => {
-        for (const agentId of await requeueExpired(trx, this.now())) await stage({ type: 'job_enqueued', agentId });
+      await this.transact(async (tx) => {
+        for (const agentId of await requeueExpired(tx.db, this.now())) await tx.publish({ type: 'job_enqueued', agentId });
       });
     });
     every(this.options.pollMs, async () => this.kick());
     this.kick();
   }
 
-  /** See Transactions.transact: events staged inside, delivered after the commit; grouped on SQLite. */
-  transact<T>(work: TransactionWork<T>): Promise<T> {
+  /** See Transactions.transact: events published inside, delivered after the commit; grouped on SQLite. */
+  transact<T>(work: RepeatableWork<T>): Promise<T> {
     return this.transactions.transact(work);
   }
 
@@ -210,32 +210,32 @@ export class TurnEngine {
    * agent has room in its line, the job is inserted already claimed and starts the moment the
    * transaction commits (no second statement, no scan); otherwise runners are told there is work.
    */
-  async enqueue(trx: Transaction<DB>, stage: Stage, hooks: TxHooks, job: NewJob): Promise<Job> {
+  async enqueue(tx: UnitOfWork, job: NewJob): Promise<Job> {
     // Whatever fails from here on, the rollback gives back the slot this unit took, and runners
     // look again: the agent's line was held by this transaction, so a claim may have given up.
     let reservedHere = false;
-    hooks.onRollback(() => {
+    tx.onRollback(() => {
       if (reservedHere) this.reserved--;
       this.kick();
     });
-    await lockAgentLine(trx, this.options.store, job.agentId);
+    await lockAgentLine(tx.db, this.options.store, job.agentId);
     if (this.canRunMore()) {
       this.reserved++; // held from here, so concurrent enqueues never promise the same slot twice
       reservedHere = true;
     }
-    const row = await insertJob(trx, job, reservedHere ? { owner: this.options.instanceId, leaseMs: this.options.leaseMs, perAgent: this.options.perAgent } : null, this.now());
+    const row = await insertJob(tx.db, job, reservedHere ? { owner: this.options.instanceId, leaseMs: this.options.leaseMs, perAgent: this.options.perAgent } : null, this.now());
     const claim = row.status === 'running';
     if (reservedHere && !claim) {
       this.reserved--;
       reservedHere = false;
     }
     if (claim) {
-      hooks.afterCommit(() => {
+      tx.afterCommit(() => {
         this.reserved--;
         this.launch(row);
       });
     } else {
-      await stage({ type: 'job_enqueued', agentId: job.agentId });
+      await tx.publish({ type: 'job_enqueued', agentId: job.agentId });
     }
     return row;
   }
@@ -306,7 +306,7 @@ export class TurnEngine {
         // out while the store was away): never a second run of it here. The heartbeat stops the
         // first, and the job is claimed afresh once that run has let go of it.
         if (this.active.has(candidate.id)) continue;
-        const job = await this.transact((trx) => claimInTransaction(trx, this.options.store, candidate, this.options.instanceId,
+        const job = await this.transact((tx) => claimInTransaction(tx.db, this.options.store, candidate, this.options.instanceId,
           this.options.leaseMs, this.options.perAgent));
         if (job) {
           claimedAny = true;
@@ -357,8 +357,8 @@ export class TurnEngine {
         // instance takes it up again. (With the store away the release fails too, and the
         // lease brings the job back.)
         if (signal.aborted || isStoreUnavailable(error)) {
-          await this.transact(async (trx, stage) => {
-            if (await releaseJob(trx, job.id, this.options.instanceId)) await stage({ type: 'job_enqueued', agentId: job.agent_id });
+          await this.transact(async (tx) => {
+            if (await releaseJob(tx.db, job.id, this.options.instanceId)) await tx.publish({ type: 'job_enqueued', agentId: job.agent_id });
           });
           return 'requeued';
         }
@@ -408,14 +408,14 @@ export class TurnEngine {
 
   /** Writes a job's outcome and marks it finished, if this runner still holds its lease. */
   private finish(job: Job, finisher: Finisher) {
-    return this.transact(async (trx, stage, hooks) => {
-      const outcome = await finisher(trx, stage);
+    return this.transact(async (tx) => {
+      const outcome = await finisher(tx);
       const finishedAt = this.now();
-      const held = await finishJob(trx, job.id, this.options.instanceId, outcome.status, outcome.replyTurnId, finishedAt);
+      const held = await finishJob(tx.db, job.id, this.options.instanceId, outcome.status, outcome.replyTurnId, finishedAt);
       if (!held) throw new LeaseLost();
-      await stage({ type: 'job_done', jobId: job.id });
+      await tx.publish({ type: 'job_done', jobId: job.id });
       // Waiters on this instance get the outcome at once (no re-read); others re-read it.
-      hooks.afterCommit(() => this.wakeWaiters(job.id, {
+      tx.afterCommit(() => this.wakeWaiters(job.id, {
         job: { ...job, status: outcome.status, reply_turn_id: outcome.replyTurnId, lease_owner: null, lease_expires_at: null, finished_at: new Date(finishedAt).toISOString() },
         ...(outcome.reply ? { reply: outcome.reply } : {}),
       }));

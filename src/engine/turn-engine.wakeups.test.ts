@@ -39,7 +39,7 @@ function heldHandler(): { handler: JobHandler; release: () => void } {
 
 /** Enqueues one message job through `engine` and returns its id. */
 function enqueueOne(engine: TurnEngine, agentId: string, sessionId: string, text: string): Promise<number> {
-  return engine.transact(async (trx, stage, hooks) => (await engine.enqueue(trx, stage, hooks, {
+  return engine.transact(async (tx) => (await engine.enqueue(tx, {
     agentId, sessionId, userId: 'usr_wakeups', kind: 'message', payload: { kind: 'message', text },
   })).id);
 }
@@ -278,10 +278,10 @@ test('an event a transaction stages twice is delivered once', async () => {
   const heard: unknown[] = [];
   const stopListening = bus.on((event) => heard.push(event));
   try {
-    await engine.transact(async (_trx, stage) => {
-      await stage({ type: 'job_enqueued', agentId: 'agt_a' });
-      await stage({ type: 'job_enqueued', agentId: 'agt_a' });
-      await stage({ type: 'job_enqueued', agentId: 'agt_b' });
+    await engine.transact(async (tx) => {
+      await tx.publish({ type: 'job_enqueued', agentId: 'agt_a' });
+      await tx.publish({ type: 'job_enqueued', agentId: 'agt_a' });
+      await tx.publish({ type: 'job_enqueued', agentId: 'agt_b' });
     });
     assert.deepEqual(heard, [{ type: 'job_enqueued', agentId: 'agt_a' }, { type: 'job_enqueued', agentId: 'agt_b' }]);
   } finally {

@@ -210,15 +210,15 @@ export class ConversationsService {
   ): Promise<{ duplicateOf: number } | { duplicateOf: null; job: Job; watch: JobWatch; messageTs: string }> {
     const { engine, store } = this.deps;
     try {
-      return await engine.transact(async (trx, stage, hooks) => {
+      return await engine.transact(async (tx) => {
         const sessionId = target.session?.id ?? newId('session');
         const turn = target.session
-          ? await appendTurn(trx, store.dialect, { sessionId, role: 'user', text })
-          : await startSession(trx, store.dialect, { id: sessionId, userId: inbound.userId, agentId: target.agentId, channel: inbound.channel }, { role: 'user', text });
+          ? await appendTurn(tx.db, store.dialect, { sessionId, role: 'user', text })
+          : await startSession(tx.db, store.dialect, { id: sessionId, userId: inbound.userId, agentId: target.agentId, channel: inbound.channel }, { role: 'user', text });
         const payload: JobPayload = { kind: 'message', text };
-        const job = await engine.enqueue(trx, stage, hooks, { agentId: target.agentId, sessionId, userId: inbound.userId, kind: 'message', payload, userTurnId: turn.id });
+        const job = await engine.enqueue(tx, { agentId: target.agentId, sessionId, userId: inbound.userId, kind: 'message', payload, userTurnId: turn.id });
         if (idempotency !== null) {
-          const taken = await acceptIdempotencyKey.affected(trx, sessionId, job.id, inbound.userId, idempotency.key, idempotency.pendingSince);
+          const taken = await acceptIdempotencyKey.affected(tx.db, sessionId, job.id, inbound.userId, idempotency.key, idempotency.pendingSince);
           // Our claim was given up as abandoned and taken by a retry: that retry's turn is the one.
           if (taken !== 1) {
             throw new Problem('idempotency_key_in_use', 'This request took too long to be accepted; a retry with the same Idempotency-Key took over.');
@@ -234,15 +234,15 @@ export class ConversationsService {
           const replaceIfBefore = idempotency === null
             ? new Date(now.getTime() - this.deps.duplicateWindowMs).toISOString()
             : '9999-12-31T23:59:59.999Z'; // keyed: always take the claim over
-          const [claimed] = await claimRecentMessage(trx, inbound.userId, targetKey, textHash, sessionId, job.id, now.toISOString(), replaceIfBefore);
+          const [claimed] = await claimRecentMessage(tx.db, inbound.userId, targetKey, textHash, sessionId, job.id, now.toISOString(), replaceIfBefore);
           if (!claimed) {
-            const [original] = await recentMessage(trx, inbound.userId, targetKey, textHash);
+            const [original] = await recentMessage(tx.db, inbound.userId, targetKey, textHash);
             throw new DuplicateMessage(Number(original!.job_id));
           }
         }
         // Listening starts before the commit, so the reply cannot slip past unheard.
         const watch = engine.watch(job.id);
-        hooks.onRollback(() => watch.cancel());
+        tx.onRollback(() => watch.cancel());
         return { duplicateOf: null, job, watch, messageTs: turn.ts };
       });
     } catch (error) {

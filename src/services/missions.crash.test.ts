@@ -56,9 +56,9 @@ test('a crash between "executing" and "done" runs the tool again with the same i
   assert.ok(secondClaim);
   assert.equal(secondClaim.attempts, 2);
   const finisher = await new TurnWorker({ store: t.runtime.store, brain: new BuiltinBrain(), tools }).run(secondClaim, new AbortController().signal);
-  await db.transaction().execute(async (trx) => {
-    const outcome = await finisher(trx, async () => {});
-    assert.equal(await finishJob(trx, secondClaim.id, 'instance-after-restart', outcome.status, outcome.replyTurnId, t.runtime.store.clock.now()), true);
+  await t.runtime.engine.transact(async (tx) => {
+    const outcome = await finisher(tx);
+    assert.equal(await finishJob(tx.db, secondClaim.id, 'instance-after-restart', outcome.status, outcome.replyTurnId, t.runtime.store.clock.now()), true);
   });
 
   // The tool saw the retry as a retry: the same key both times.

@@ -142,9 +142,9 @@ test('a mission closed while its continuation runs stays closed when the continu
     const finisher = await worker.run(claimed, new AbortController().signal);
     await db.deleteFrom('memberships').where('workspace_id', '=', member.workspaceId).where('user_id', '=', member.id).execute();
     assert.equal(await app.runtime.services.missions.closeOrphanedMissions(), 1);
-    await db.transaction().execute(async (trx) => {
-      const outcome = await finisher(trx, async () => {});
-      assert.equal(await finishJob(trx, claimed.id, 'by-hand', outcome.status, outcome.replyTurnId, app.runtime.store.clock.now()), true);
+    await app.runtime.engine.transact(async (tx) => {
+      const outcome = await finisher(tx);
+      assert.equal(await finishJob(tx.db, claimed.id, 'by-hand', outcome.status, outcome.replyTurnId, app.runtime.store.clock.now()), true);
     });
     assert.equal((await actionState(app, drafted.operationId)).mission, 'closed');
   });

@@ -6,7 +6,7 @@ import { looksLikeId } from '../domain/ids.ts';
 import { pageLimit } from '../domain/paging.ts';
 import { isLongerThan, isUnstorableText, Problem, REASON_MAX_LENGTH, TEXT_MAX_LENGTH, UNSTORABLE_TEXT_RULE } from '../domain/problems.ts';
 import { enqueueJob, openContinuationPayloads } from '../engine/queue-sql.ts';
-import type { Stage } from '../engine/transactions.ts';
+import type { UnitOfWork } from '../engine/unit-of-work.ts';
 import type { TurnEngine } from '../engine/turn-engine.ts';
 import type { Action, DB, MissionStatus, Question } from '../store/schema.ts';
 import type { Dialect, Store } from '../store/store.ts';
@@ -310,10 +310,10 @@ export class MissionsService {
     if (action.status === 'closed') return notFound;
     if (action.status !== 'pending') return alreadySettled;
 
-    return this.deps.engine.transact(async (trx, stage) => {
+    return this.deps.engine.transact(async (tx) => {
       const approve = decision !== 'reject';
       // Same kind, same agent, the caller's own; sessions that are gone are left to orphan-closing.
-      const siblings = decision !== 'approve_same_type' ? [] : await trx.selectFrom('actions')
+      const siblings = decision !== 'approve_same_type' ? [] : await tx.db.selectFrom('actions')
         .innerJoin('sessions', 'sessions.id', 'actions.session_id')
         .innerJoin('missions', 'missions.id', 'actions.mission_id')
         .selectAll('actions')
@@ -323,19 +323,19 @@ export class MissionsService {
         .orderBy('actions.created_at').orderBy('actions.id')
         .execute();
       // Two bulk approvals over overlapping sets would deadlock if each locked in its own order.
-      await this.lockActionsInIdOrder(trx, [action.id, ...siblings.map((a) => a.id)]);
+      await this.lockActionsInIdOrder(tx.db, [action.id, ...siblings.map((a) => a.id)]);
 
-      if (!(await settleAction(trx, action.id, approve ? 'approved' : 'rejected', decision, reason))) {
-        const now = await trx.selectFrom('actions').select('status').where('id', '=', action.id).executeTakeFirst();
+      if (!(await settleAction(tx.db, action.id, approve ? 'approved' : 'rejected', decision, reason))) {
+        const now = await tx.db.selectFrom('actions').select('status').where('id', '=', action.id).executeTakeFirst();
         return now?.status === 'closed' ? notFound : alreadySettled;
       }
-      await this.continueMission(trx, stage, action, approve
+      await this.continueMission(tx, action, approve
         ? { kind: 'action_approved', missionId: action.mission_id, operationId: action.id }
         : { kind: 'action_rejected', missionId: action.mission_id, operationId: action.id, reason });
       const alsoApproved: string[] = [];
       for (const sibling of siblings) {
-        if (!(await settleAction(trx, sibling.id, 'approved', decision, null))) continue;
-        await this.continueMission(trx, stage, sibling, { kind: 'action_approved', missionId: sibling.mission_id, operationId: sibling.id });
+        if (!(await settleAction(tx.db, sibling.id, 'approved', decision, null))) continue;
+        await this.continueMission(tx, sibling, { kind: 'action_approved', missionId: sibling.mission_id, operationId: sibling.id });
         alsoApproved.push(sibling.id);
       }
       return { operation_id: operationId, ok: true, outcome: approve ? 'approved' : 'rejected', also_approved: alsoApproved } satisfies DecisionResult;
@@ -403,24 +403,24 @@ export class MissionsService {
   /** An accepted answer recorded and its mission resumed, unless another answer was first. */
   private async settleAnswer({ question, text }: AcceptedAnswer): Promise<AnswerResult> {
     const requestId = question.id;
-    return this.deps.engine.transact(async (trx, stage) => {
-      const settled = await trx.updateTable('questions').set({ status: 'answered', answer: text, answered_at: isoNow() })
+    return this.deps.engine.transact(async (tx) => {
+      const settled = await tx.db.updateTable('questions').set({ status: 'answered', answer: text, answered_at: isoNow() })
         .where('id', '=', requestId).where('status', '=', 'open').executeTakeFirst();
       if (Number(settled.numUpdatedRows) !== 1) {
-        const now = await trx.selectFrom('questions').select('status').where('id', '=', requestId).executeTakeFirst();
+        const now = await tx.db.selectFrom('questions').select('status').where('id', '=', requestId).executeTakeFirst();
         return now?.status === 'answered' ? alreadyAnswered(requestId) : questionNotFound(requestId);
       }
-      await this.continueMission(trx, stage, question, { kind: 'question_answered', missionId: question.mission_id, requestId, answer: text });
+      await this.continueMission(tx, question, { kind: 'question_answered', missionId: question.mission_id, requestId, answer: text });
       return { request_id: requestId, ok: true, accepted: true } satisfies AnswerResult;
     });
   }
 
   /** Enqueues a mission's next unit of work; it runs as the mission's owner, in the agent's FIFO line. */
-  private async continueMission(trx: Transaction<DB>, stage: Stage, on: Action | Question, payload: JobPayload): Promise<void> {
+  private async continueMission(tx: UnitOfWork, on: Action | Question, payload: JobPayload): Promise<void> {
     // The mission row before the agent's line: the order the finishing transaction takes them in.
-    await trx.updateTable('missions').set({ status: 'active', updated_at: isoNow() })
+    await tx.db.updateTable('missions').set({ status: 'active', updated_at: isoNow() })
       .where('id', '=', on.mission_id).where('status', '!=', 'closed').execute();
-    await enqueueJob(trx, this.deps.store, stage, { agentId: on.agent_id, sessionId: on.session_id, userId: on.owner_user_id, kind: 'continuation', payload, userTurnId: null });
+    await enqueueJob(tx, this.deps.store, { agentId: on.agent_id, sessionId: on.session_id, userId: on.owner_user_id, kind: 'continuation', payload, userTurnId: null });
   }
 
   private async isMemberOfAgentWorkspace(userId: string, agentId: string): Promise<boolean> {
@@ -479,17 +479,17 @@ export class MissionsService {
       .execute();
     if (orphans.length === 0) return 0;
     const ids = orphans.map((o) => o.id);
-    return this.db.transaction().execute(async (trx) => {
+    return this.deps.engine.transact(async (tx) => {
       // Actions, then questions, then missions: the order every settling transaction locks in.
-      const closable = await trx.selectFrom('actions').select('id')
+      const closable = await tx.db.selectFrom('actions').select('id')
         .where('mission_id', 'in', ids).where('status', 'in', ['pending', 'approved']).execute();
-      await this.lockActionsInIdOrder(trx, closable.map((a) => a.id));
+      await this.lockActionsInIdOrder(tx.db, closable.map((a) => a.id));
       // An action already executing is left to finish; anything still waiting on a person is closed.
-      await trx.updateTable('actions').set({ status: 'closed' })
+      await tx.db.updateTable('actions').set({ status: 'closed' })
         .where('mission_id', 'in', ids).where('status', 'in', ['pending', 'approved']).execute();
-      await trx.updateTable('questions').set({ status: 'closed' })
+      await tx.db.updateTable('questions').set({ status: 'closed' })
         .where('mission_id', 'in', ids).where('status', '=', 'open').execute();
-      const closed = await trx.updateTable('missions').set({ status: 'closed', updated_at: isoNow() })
+      const closed = await tx.db.updateTable('missions').set({ status: 'closed', updated_at: isoNow() })
         .where('id', 'in', ids).where('status', 'in', LIVE_MISSION).executeTakeFirst();
       return Number(closed.numUpdatedRows);
     });
@@ -504,11 +504,11 @@ export class MissionsService {
   private async failStrandedActions(stranded: Array<{ id: string; mission_id: string }>): Promise<number> {
     let failed = 0;
     for (const action of stranded) {
-      failed += await this.db.transaction().execute(async (trx) => {
-        const updated = await trx.updateTable('actions').set({ status: 'failed' })
+      failed += await this.deps.engine.transact(async (tx) => {
+        const updated = await tx.db.updateTable('actions').set({ status: 'failed' })
           .where('id', '=', action.id).where('status', 'in', ['approved', 'executing']).executeTakeFirst();
         if (Number(updated.numUpdatedRows) !== 1) return 0;
-        await settleMission(trx, this.deps.store.dialect, action.mission_id, 'stopped', null);
+        await settleMission(tx.db, this.deps.store.dialect, action.mission_id, 'stopped', null);
         return 1;
       });
     }
@@ -525,7 +525,7 @@ export class MissionsService {
     let settled = 0;
     for (const { id } of stranded) {
       // Only if still active: its last continuation (or a stranded action above) may have settled it since.
-      const status = await this.db.transaction().execute((trx) => settleMission(trx, this.deps.store.dialect, id, 'stopped', null, 'active'));
+      const status = await this.deps.engine.transact((tx) => settleMission(tx.db, this.deps.store.dialect, id, 'stopped', null, 'active'));
       if (status !== null && status !== 'active' && status !== 'closed') settled++;
     }
     return settled;

@@ -1,13 +1,12 @@
-import type { Transaction } from 'kysely';
 import type { Brain, BrainInput, BrainResult } from '../brains/brain.ts';
 import { BrainFailure } from '../brains/brain.ts';
 import { noToolReply, type ToolRegistry } from '../brains/tools.ts';
 import { newId } from '../domain/ids.ts';
 import { enqueueJob, isOpen } from '../engine/queue-sql.ts';
-import type { Stage } from '../engine/transactions.ts';
+import type { UnitOfWork } from '../engine/unit-of-work.ts';
 import type { Finisher, JobHandler } from '../engine/turn-engine.ts';
 import { appendTurn, appendTurnIfSessionExists } from '../store/repos/transcript.ts';
-import type { DB, Job } from '../store/schema.ts';
+import type { Job } from '../store/schema.ts';
 import type { Store } from '../store/store.ts';
 import { isoNow } from './clock.ts';
 import { isoNowOf } from '../store/shared-clock.ts';
@@ -62,21 +61,21 @@ export class TurnWorker implements JobHandler {
       result = { ...rest, reply: noToolReply(action.kind) };
     }
     const recorded = result;
-    return (trx, stage) => this.record(trx, stage, job, payload, recorded);
+    return (tx) => this.record(tx, job, payload, recorded);
   }
 
   failure(job: Job, error: unknown): Finisher {
     const payload = JSON.parse(job.payload) as JobPayload;
     const detail = error instanceof BrainFailure ? error.message : AGENT_FAILED_TEXT;
-    return async (trx) => {
+    return async (tx) => {
       // The session may be gone (that may be why the job failed): then there is no turn to write,
       // but the action and the mission still reach a final state.
-      const turn = await appendTurnIfSessionExists(trx, this.store.dialect, { sessionId: job.session_id, role: 'agent', text: detail, error: 'agent_failed', jobId: job.id });
+      const turn = await appendTurnIfSessionExists(tx.db, this.store.dialect, { sessionId: job.session_id, role: 'agent', text: detail, error: 'agent_failed', jobId: job.id });
       if (payload.kind === 'action_approved') {
-        await trx.updateTable('actions').set({ status: 'failed' })
+        await tx.db.updateTable('actions').set({ status: 'failed' })
           .where('id', '=', payload.operationId).where('status', 'in', ['approved', 'executing']).execute();
       }
-      if (payload.kind !== 'message') await settleMission(trx, this.store.dialect, payload.missionId, 'stopped', job.id);
+      if (payload.kind !== 'message') await settleMission(tx.db, this.store.dialect, payload.missionId, 'stopped', job.id);
       return { status: 'failed', replyTurnId: turn?.id ?? null };
     };
   }
@@ -139,50 +138,50 @@ export class TurnWorker implements JobHandler {
     };
   }
 
-  private async record(trx: Transaction<DB>, stage: Stage, job: Job, payload: JobPayload, result: BrainResult) {
+  private async record(tx: UnitOfWork, job: Job, payload: JobPayload, result: BrainResult) {
     // By the shared clock: pending actions and open questions are listed oldest first, whichever instance drafted them.
     const now = isoNowOf(this.store.clock);
-    const turn = await appendTurn(trx, this.store.dialect, { sessionId: job.session_id, role: 'agent', text: result.reply, jobId: job.id });
+    const turn = await appendTurn(tx.db, this.store.dialect, { sessionId: job.session_id, role: 'agent', text: result.reply, jobId: job.id });
     if (payload.kind === 'action_approved') {
-      await trx.updateTable('actions').set({ status: 'done' })
+      await tx.db.updateTable('actions').set({ status: 'done' })
         .where('id', '=', payload.operationId).where('status', 'in', ['approved', 'executing']).execute();
     }
     let missionId = payload.kind === 'message' ? null : payload.missionId;
     if (result.action || result.question) {
       if (!missionId) {
         missionId = newId('mission');
-        await trx.insertInto('missions').values({
+        await tx.db.insertInto('missions').values({
           id: missionId, session_id: job.session_id, agent_id: job.agent_id, owner_user_id: job.user_id,
           status: 'waiting', created_at: now, updated_at: now,
         }).execute();
-        await this.recordDrafts(trx, stage, job, missionId, result, now);
+        await this.recordDrafts(tx, job, missionId, result, now);
       } else {
-        const mission = await trx.selectFrom('missions').select('status').where('id', '=', missionId)
+        const mission = await tx.db.selectFrom('missions').select('status').where('id', '=', missionId)
           .$if(this.store.dialect === 'postgres', (q) => q.forUpdate()).executeTakeFirst();
         // Nothing new is drafted into a mission that was closed meanwhile: nobody could settle it.
-        if (mission && mission.status !== 'closed') await this.recordDrafts(trx, stage, job, missionId, result, now);
+        if (mission && mission.status !== 'closed') await this.recordDrafts(tx, job, missionId, result, now);
       }
     }
     if (missionId) {
       const stopped = payload.kind === 'action_rejected' && !payload.reason;
-      await settleMission(trx, this.store.dialect, missionId, stopped ? 'stopped' : 'done', job.id);
+      await settleMission(tx.db, this.store.dialect, missionId, stopped ? 'stopped' : 'done', job.id);
     }
     return { status: 'done' as const, replyTurnId: turn.id, reply: { text: result.reply, ts: turn.ts } };
   }
 
   /** The action and question a unit of work drafted, in its mission. */
-  private async recordDrafts(trx: Transaction<DB>, stage: Stage, job: Job, missionId: string, result: BrainResult, now: string) {
+  private async recordDrafts(tx: UnitOfWork, job: Job, missionId: string, result: BrainResult, now: string) {
     const common = { mission_id: missionId, session_id: job.session_id, agent_id: job.agent_id, owner_user_id: job.user_id, created_at: now };
     if (result.action) {
       const a = result.action;
       const needsPermission = this.tools.get(a.kind)?.needsPermission !== false;
-      await trx.insertInto('actions').values({
+      await tx.db.insertInto('actions').values({
         ...common, id: a.operationId, kind: a.kind, summary: a.summary, details: JSON.stringify(a.details),
         status: needsPermission ? 'pending' : 'approved', decision: null, reason: null, decided_at: needsPermission ? null : now,
       }).execute();
       if (!needsPermission) {
         // Nobody is asked: its continuation goes into the agent's line now, as an approval's would.
-        await enqueueJob(trx, this.store, stage, {
+        await enqueueJob(tx, this.store, {
           agentId: job.agent_id, sessionId: job.session_id, userId: job.user_id, kind: 'continuation', userTurnId: null,
           payload: { kind: 'action_approved', missionId, operationId: a.operationId } satisfies JobPayload,
         });
@@ -190,7 +189,7 @@ export class TurnWorker implements JobHandler {
     }
     if (result.question) {
       const q = result.question;
-      await trx.insertInto('questions').values({
+      await tx.db.insertInto('questions').values({
         ...common, id: q.requestId, asked_of: q.askedOfUserId ?? job.user_id, text: q.text, answer_type: q.answerType,
         status: 'open', answer: null, answered_at: null,
       }).execute();
@@ -199,15 +198,15 @@ export class TurnWorker implements JobHandler {
 
   /** A continuation whose action, question or mission was removed or closed: close the mission, say so once. */
   private closeMission(job: Job, payload: JobPayload): Finisher {
-    return async (trx) => {
-      const turn = await appendTurnIfSessionExists(trx, this.store.dialect, {
+    return async (tx) => {
+      const turn = await appendTurnIfSessionExists(tx.db, this.store.dialect, {
         sessionId: job.session_id, role: 'agent', text: 'This task was closed: what it waited for no longer exists.', jobId: job.id,
       });
       if (payload.kind === 'action_approved') {
-        await trx.updateTable('actions').set({ status: 'closed' }).where('id', '=', payload.operationId).where('status', '=', 'approved').execute();
+        await tx.db.updateTable('actions').set({ status: 'closed' }).where('id', '=', payload.operationId).where('status', '=', 'approved').execute();
       }
       if (payload.kind !== 'message') {
-        await trx.updateTable('missions').set({ status: 'closed', updated_at: isoNow() }).where('id', '=', payload.missionId).execute();
+        await tx.db.updateTable('missions').set({ status: 'closed', updated_at: isoNow() }).where('id', '=', payload.missionId).execute();
       }
       return { status: 'done', replyTurnId: turn?.id ?? null };
     };
