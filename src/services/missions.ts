@@ -10,7 +10,7 @@ import type { UnitOfWork } from '../engine/unit-of-work.ts';
 import type { TurnEngine } from '../engine/turn-engine.ts';
 import type { Action, DB, MissionStatus, Question } from '../store/schema.ts';
 import type { Dialect, Store } from '../store/store.ts';
-import { isoNow } from './clock.ts';
+import { localIsoNow } from './clock.ts';
 import type { JobPayload } from './turn-worker.ts';
 
 /** Entries per bulk request (contract §5, §6). */
@@ -404,7 +404,7 @@ export class MissionsService {
   private async settleAnswer({ question, text }: AcceptedAnswer): Promise<AnswerResult> {
     const requestId = question.id;
     return this.deps.engine.transact(async (tx) => {
-      const settled = await tx.db.updateTable('questions').set({ status: 'answered', answer: text, answered_at: isoNow() })
+      const settled = await tx.db.updateTable('questions').set({ status: 'answered', answer: text, answered_at: localIsoNow() })
         .where('id', '=', requestId).where('status', '=', 'open').executeTakeFirst();
       if (Number(settled.numUpdatedRows) !== 1) {
         const now = await tx.db.selectFrom('questions').select('status').where('id', '=', requestId).executeTakeFirst();
@@ -418,7 +418,7 @@ export class MissionsService {
   /** Enqueues a mission's next unit of work; it runs as the mission's owner, in the agent's FIFO line. */
   private async continueMission(tx: UnitOfWork, on: Action | Question, payload: JobPayload): Promise<void> {
     // The mission row before the agent's line: the order the finishing transaction takes them in.
-    await tx.db.updateTable('missions').set({ status: 'active', updated_at: isoNow() })
+    await tx.db.updateTable('missions').set({ status: 'active', updated_at: localIsoNow() })
       .where('id', '=', on.mission_id).where('status', '!=', 'closed').execute();
     await enqueueJob(tx, this.deps.store, { agentId: on.agent_id, sessionId: on.session_id, userId: on.owner_user_id, kind: 'continuation', payload, userTurnId: null });
   }
@@ -489,7 +489,7 @@ export class MissionsService {
         .where('mission_id', 'in', ids).where('status', 'in', ['pending', 'approved']).execute();
       await tx.db.updateTable('questions').set({ status: 'closed' })
         .where('mission_id', 'in', ids).where('status', '=', 'open').execute();
-      const closed = await tx.db.updateTable('missions').set({ status: 'closed', updated_at: isoNow() })
+      const closed = await tx.db.updateTable('missions').set({ status: 'closed', updated_at: localIsoNow() })
         .where('id', 'in', ids).where('status', 'in', LIVE_MISSION).executeTakeFirst();
       return Number(closed.numUpdatedRows);
     });
@@ -577,7 +577,7 @@ export async function settleMission(
       .limit(1).executeTakeFirst();
     if (open) status = 'waiting';
   }
-  await trx.updateTable('missions').set({ status, updated_at: isoNow() }).where('id', '=', missionId).where('status', '!=', 'closed').execute();
+  await trx.updateTable('missions').set({ status, updated_at: localIsoNow() }).where('id', '=', missionId).where('status', '!=', 'closed').execute();
   return status;
 }
 
@@ -585,7 +585,7 @@ export async function settleMission(
 async function settleAction(
   trx: Transaction<DB>, id: string, status: 'approved' | 'rejected', decision: Decision, reason: string | null,
 ): Promise<boolean> {
-  const result = await trx.updateTable('actions').set({ status, decision, reason, decided_at: isoNow() })
+  const result = await trx.updateTable('actions').set({ status, decision, reason, decided_at: localIsoNow() })
     .where('id', '=', id).where('status', '=', 'pending').executeTakeFirst();
   return Number(result.numUpdatedRows) === 1;
 }

@@ -8,7 +8,7 @@ import type { Finisher, JobHandler } from '../engine/turn-engine.ts';
 import { appendTurn, appendTurnIfSessionExists } from '../store/repos/transcript.ts';
 import type { Job } from '../store/schema.ts';
 import type { Store } from '../store/store.ts';
-import { isoNow } from './clock.ts';
+import { localIsoNow } from './clock.ts';
 import { isoNowOf } from '../store/shared-clock.ts';
 import { settleMission } from './missions.ts';
 
@@ -206,7 +206,7 @@ export class TurnWorker implements JobHandler {
         await tx.db.updateTable('actions').set({ status: 'closed' }).where('id', '=', payload.operationId).where('status', '=', 'approved').execute();
       }
       if (payload.kind !== 'message') {
-        await tx.db.updateTable('missions').set({ status: 'closed', updated_at: isoNow() }).where('id', '=', payload.missionId).execute();
+        await tx.db.updateTable('missions').set({ status: 'closed', updated_at: localIsoNow() }).where('id', '=', payload.missionId).execute();
       }
       return { status: 'done', replyTurnId: turn?.id ?? null };
     };
