@@ -9,7 +9,7 @@ import { ConversationsService } from './conversations.ts';
 import { KeysService } from './keys.ts';
 import { LoginThrottle } from './login-throttle.ts';
 import { Housekeeping } from './housekeeping.ts';
-import { MissionsService } from './missions.ts';
+import { MissionsService } from './missions/index.ts';
 import { TurnWorker } from './turn-worker.ts';
 import { WebSessionsService } from './web-sessions.ts';
 
