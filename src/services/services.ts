@@ -5,7 +5,7 @@ import type { TurnEngine } from '../engine/turn-engine.ts';
 import type { Store } from '../store/store.ts';
 import { AccountsService } from './accounts.ts';
 import { AgentsService } from './agents.ts';
-import { ConversationsService } from './conversations.ts';
+import { ConversationsService } from './conversations/index.ts';
 import { KeysService } from './keys.ts';
 import { LoginThrottle } from './login-throttle.ts';
 import { Housekeeping } from './housekeeping.ts';
