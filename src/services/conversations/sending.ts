@@ -12,6 +12,7 @@ import type { JobPayload } from '../missions/job-payload.ts';
 import type { SendResult, SendStatus } from './schemas.ts';
 import { findOwnSession } from './transcripts.ts';
 
+/** A message as a channel hands it to the pipeline, its text not checked yet. */
 export interface InboundMessage {
   userId: string;
   /** Which channel it came through (api, web, …); recorded on a new session. */
@@ -29,6 +30,7 @@ export interface InboundMessage {
   signal?: AbortSignal | undefined;
 }
 
+/** What sending needs, the rules' settings (duplicate window, Idempotency-Key time to live, wait ceiling) among them. */
 export interface SendingDeps {
   store: Store;
   engine: TurnEngine;
@@ -215,10 +217,10 @@ export class MessagePipeline {
     const settled = await state;
     if (settled.job.status === 'failed') {
       // message_ts too, so that the transcript can be read from the message on (`?after=`).
-      const { message_ts } = await this.describe(settled, messageTs);
+      const { message_ts } = await this.sendResultOf(settled, messageTs);
       throw new Problem('agent_failed', 'The agent could not process the message.', { session_id: settled.job.session_id, message_ts });
     }
-    return this.describe(settled, messageTs);
+    return this.sendResultOf(settled, messageTs);
   }
 
   /**
@@ -226,7 +228,7 @@ export class MessagePipeline {
    * reply is its agent turn, the error turn of a failure included (only a duplicate of a failed
    * original gets that far: every other send of a failure is a 502).
    */
-  private async describe({ job, reply }: JobState, knownMessageTs: string | null = null): Promise<SendResult> {
+  private async sendResultOf({ job, reply }: JobState, knownMessageTs: string | null = null): Promise<SendResult> {
     const { db } = this.deps.store;
     const finished = isFinished(job);
     const replyTurnId = finished && !reply ? job.reply_turn_id : null;
@@ -251,7 +253,7 @@ export class MessagePipeline {
 
   private async duplicateResult(originalJobId: number): Promise<SendResult> {
     const job = await getJob(this.deps.store.db, originalJobId);
-    const described = await this.describe({ job: job! });
+    const described = await this.sendResultOf({ job: job! });
     return { ...described, status: 'duplicate' };
   }
 }
