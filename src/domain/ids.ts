@@ -60,3 +60,15 @@ export function looksLikeId(kind: IdKind, value: string): boolean {
   const prefix = ID_PREFIXES[kind];
   return value.startsWith(prefix) && value.length <= 64 && /^[A-Za-z0-9]+$/.test(value.slice(prefix.length));
 }
+
+/**
+ * One id of each kind that documentation shows as an example, in newId's format. Literal
+ * strings, so that the OpenAPI document is the same on every start (openapi.coverage.test.ts
+ * checks each against looksLikeId).
+ */
+export const EXAMPLE_IDS = {
+  agent: 'agt_0VboFtAE4lG2abgDsV1zT30vqzjDmf',
+  workspace: 'wsp_0VboFtAFnwjuTVmIW1jNOX4mWMSB3X',
+  action: 'op_0VboFtAFBFGWZQD0TrNfT45Uwgwj7W',
+  question: 'req_0VboFtAFsgk9ihiaLL9jttD7OTSj3X',
+} as const satisfies Partial<Record<IdKind, string>>;

@@ -6,7 +6,7 @@ import { EmailSchema } from '../domain/email.ts';
 import { parseOrThrow, Problem } from '../domain/problems.ts';
 import type { DB, Plan, Role, User } from '../store/schema.ts';
 import { isUniqueViolation, type Store } from '../store/store.ts';
-import { isoNow } from './clock.ts';
+import { localIsoNow } from './clock.ts';
 import { isoNowOf } from '../store/shared-clock.ts';
 
 export interface WorkspaceView {
@@ -138,7 +138,7 @@ export class AccountsService {
     const workspace = await this.db.selectFrom('workspaces').select('id').where('id', '=', input.workspaceId).executeTakeFirst();
     if (!workspace) throw new Problem('workspace_not_found', `No workspace ${input.workspaceId}.`);
     // One statement, not a read then a write: two runs at once (two operators) add the person once.
-    const result = await this.db.insertInto('memberships').values({ workspace_id: workspace.id, user_id: user.id, role, created_at: isoNow() })
+    const result = await this.db.insertInto('memberships').values({ workspace_id: workspace.id, user_id: user.id, role, created_at: localIsoNow() })
       .onConflict((oc) => oc.columns(['workspace_id', 'user_id']).doUpdateSet({ role }).where('memberships.role', '!=', 'owner'))
       .executeTakeFirst();
     if (Number(result.numInsertedOrUpdatedRows ?? 0n) === 0) throw new Problem('forbidden', 'The owner of a workspace keeps that role.');

@@ -1,7 +1,7 @@
 import { sweepIdleRateLimits } from '../ratelimit/postgres.ts';
 import type { Store } from '../store/store.ts';
 import type { LoginThrottle } from './login-throttle.ts';
-import type { MissionsService } from './missions.ts';
+import type { MissionsService } from './missions/index.ts';
 import type { WebSessionsService } from './web-sessions.ts';
 
 /**

@@ -5,7 +5,7 @@ import type { ApiKey } from '../store/schema.ts';
 import { AccountReadCache } from '../store/account-cache.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
-import { isoNow } from './clock.ts';
+import { localIsoNow as isoNow } from './clock.ts'; // isoNow: this machine's clock (see clock.ts)
 import { isoNowOf } from '../store/shared-clock.ts';
 import { mapMaybe, type MaybePromise } from '../domain/maybe-promise.ts';
 

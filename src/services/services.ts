@@ -5,11 +5,11 @@ import type { TurnEngine } from '../engine/turn-engine.ts';
 import type { Store } from '../store/store.ts';
 import { AccountsService } from './accounts.ts';
 import { AgentsService } from './agents.ts';
-import { ConversationsService } from './conversations.ts';
+import { ConversationsService } from './conversations/index.ts';
 import { KeysService } from './keys.ts';
 import { LoginThrottle } from './login-throttle.ts';
 import { Housekeeping } from './housekeeping.ts';
-import { MissionsService } from './missions.ts';
+import { MissionsService } from './missions/index.ts';
 import { TurnWorker } from './turn-worker.ts';
 import { WebSessionsService } from './web-sessions.ts';
 

@@ -8,18 +8,12 @@ import type { Finisher, JobHandler } from '../engine/turn-engine.ts';
 import { appendTurn, appendTurnIfSessionExists } from '../store/repos/transcript.ts';
 import type { Job } from '../store/schema.ts';
 import type { Store } from '../store/store.ts';
-import { isoNow } from './clock.ts';
 import { isoNowOf } from '../store/shared-clock.ts';
-import { settleMission } from './missions.ts';
+import { localIsoNow } from './clock.ts';
+import { type ContinuationPayload, type JobPayload, payloadOf } from './missions/job-payload.ts';
+import { settleMission } from './missions/lifecycle.ts';
 
-/** What a job carries: the brain input of one unit of work, and the mission it continues. */
-export type JobPayload =
-  | { kind: 'message'; text: string }
-  | { kind: 'action_approved'; missionId: string; operationId: string }
-  | { kind: 'action_rejected'; missionId: string; operationId: string; reason: string | null }
-  | { kind: 'question_answered'; missionId: string; requestId: string; answer: string };
-
-export const AGENT_FAILED_TEXT = 'The agent could not process this message.';
+const AGENT_FAILED_TEXT = 'The agent could not process this message.';
 
 /** How many of the session's latest turns a brain is given as the conversation so far (BrainContext.history). */
 const HISTORY_TURNS = 50;
@@ -43,7 +37,7 @@ export class TurnWorker implements JobHandler {
   }
 
   async run(job: Job, signal: AbortSignal): Promise<Finisher> {
-    const payload = JSON.parse(job.payload) as JobPayload;
+    const payload = payloadOf(job);
     const input = await this.brainInput(payload);
     if (!input) return this.closeMission(job, payload); // its action, question or mission is gone
     if (payload.kind === 'action_approved') {
@@ -65,7 +59,7 @@ export class TurnWorker implements JobHandler {
   }
 
   failure(job: Job, error: unknown): Finisher {
-    const payload = JSON.parse(job.payload) as JobPayload;
+    const payload = payloadOf(job);
     const detail = error instanceof BrainFailure ? error.message : AGENT_FAILED_TEXT;
     return async (tx) => {
       // The session may be gone (that may be why the job failed): then there is no turn to write,
@@ -183,7 +177,7 @@ export class TurnWorker implements JobHandler {
         // Nobody is asked: its continuation goes into the agent's line now, as an approval's would.
         await enqueueJob(tx, this.store, {
           agentId: job.agent_id, sessionId: job.session_id, userId: job.user_id, kind: 'continuation', userTurnId: null,
-          payload: { kind: 'action_approved', missionId, operationId: a.operationId } satisfies JobPayload,
+          payload: { kind: 'action_approved', missionId, operationId: a.operationId } satisfies ContinuationPayload,
         });
       }
     }
@@ -206,7 +200,7 @@ export class TurnWorker implements JobHandler {
         await tx.db.updateTable('actions').set({ status: 'closed' }).where('id', '=', payload.operationId).where('status', '=', 'approved').execute();
       }
       if (payload.kind !== 'message') {
-        await tx.db.updateTable('missions').set({ status: 'closed', updated_at: isoNow() }).where('id', '=', payload.missionId).execute();
+        await tx.db.updateTable('missions').set({ status: 'closed', updated_at: localIsoNow() }).where('id', '=', payload.missionId).execute();
       }
       return { status: 'done', replyTurnId: turn?.id ?? null };
     };

@@ -6,7 +6,7 @@ import { API, startTestApp, TEST_DB, type TestApp } from '../testing/harness.ts'
 import { sqliteStatementsSeen } from './node-sqlite-adapter.ts';
 import { requeueAllRunning, requeueExpired } from '../engine/queue-sql.ts';
 import { WebClient } from '../channels/web/web-client.test-helper.ts';
-import { answerOne, askQuestion, decideOne, draftAction, listActions, listQuestions, queueDrained, unique } from '../services/missions.test-helper.ts';
+import { answerOne, askQuestion, decideOne, draftAction, listActions, listQuestions, queueDrained, unique } from '../services/missions/test-helper.ts';
 
 /**
  * Every statement the hot paths (a send, a turn, a poll) and the background work run finds its

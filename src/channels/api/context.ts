@@ -5,5 +5,5 @@ import type { Services } from '../../services/services.ts';
 /** A Fastify instance typed by our zod schemas. */
 export type ApiApp = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, ZodTypeProvider>;
 
-/** What every route of the API channel reaches services through. */
-export type ApiContext = Services;
+/** The services the API channel's key check and routes reach: keys, agents, conversations and missions. */
+export type ApiContext = Pick<Services, 'keys' | 'agents' | 'conversations' | 'missions'>;

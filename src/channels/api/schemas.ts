@@ -1,18 +1,6 @@
 import { z } from 'zod';
-import type { IdKind } from '../../domain/ids.ts';
+import { EXAMPLE_IDS } from '../../domain/ids.ts';
 import { PAGE_LIMIT } from '../../domain/paging.ts';
-
-/**
- * The ids the OpenAPI document shows as examples, one per kind, in the contract's format (see
- * newId: the kind's prefix, then 30 base62 characters). Literal strings, so that the document is
- * the same on every start; openapi.coverage.test.ts checks each example id against looksLikeId.
- */
-export const EXAMPLE_IDS = {
-  agent: 'agt_0VboFtAE4lG2abgDsV1zT30vqzjDmf',
-  workspace: 'wsp_0VboFtAFnwjuTVmIW1jNOX4mWMSB3X',
-  action: 'op_0VboFtAFBFGWZQD0TrNfT45Uwgwj7W',
-  question: 'req_0VboFtAFsgk9ihiaLL9jttD7OTSj3X',
-} as const satisfies Partial<Record<IdKind, string>>;
 
 /** Shared OpenAPI pieces of the API channel. */
 export const ProblemSchema = z.object({

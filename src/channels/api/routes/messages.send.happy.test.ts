@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { isValidTs } from '../../../domain/turn-clock.ts';
 import { pollTranscript, send, transcript } from '../../../testing/conversation.ts';
 import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
-import { ConversationsService } from '../../../services/conversations.ts';
+import { ConversationsService } from '../../../services/conversations/index.ts';
 
 describe('POST /messages: statuses', () => {
   let t: TestApp;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { checkMessageText, Problem, TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
+import { SendResultSchema } from '../../../services/conversations/schemas.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { API_PREFIX } from '../prefix.ts';
 import { callerOf } from '../plugins/auth.ts';
@@ -27,18 +28,6 @@ const SendHeaders = z.object({
   // No length bound of its own: Node bounds header sizes, and RFC 7240 says to ignore what is not understood.
   prefer: z.string().optional().meta({ description: 'RFC 7240, e.g. `wait=5`: wait at most that many seconds (capped by the server ceiling).' }),
 });
-
-export const SendResultSchema = z.object({
-  session_id: z.string(),
-  status: z.enum(['completed', 'processing', 'queued', 'duplicate']),
-  agent_id: z.string(),
-  message_ts: z.string().meta({ description: 'ts of your message in the transcript.' }),
-  reply: z.string().optional().meta({ description: 'Present when completed (or a duplicate whose original finished).' }),
-  reply_ts: z.string().optional(),
-  error: z.string().optional().meta({
-    description: 'Only on a duplicate of a message the agent failed on (e.g. `agent_failed`): `reply` is then the error turn of the transcript.',
-  }),
-}).meta({ id: 'SendResult' });
 
 /**
  * `Prefer: wait=N` (RFC 7240) → seconds, or undefined when absent or not a number. `wait` counts

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { TS_PATTERN } from '../../../domain/turn-clock.ts';
+import { TranscriptSchema } from '../../../services/conversations/schemas.ts';
 import { callerOf } from '../plugins/auth.ts';
 import { COMMON_PROBLEMS, pageLimitOf, pageLimitParam, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
@@ -12,19 +13,6 @@ const TranscriptQuery = z.object({
   }),
   limit: pageLimitParam('Turns'),
 });
-
-export const TranscriptSchema = z.object({
-  session_id: z.string(),
-  agent_id: z.string(),
-  status: z.enum(['idle', 'processing', 'queued']),
-  messages: z.array(z.object({
-    role: z.enum(['user', 'agent']),
-    text: z.string(),
-    ts: z.string().meta({ description: 'RFC 3339 UTC with six fractional digits; unique and increasing in the session.' }),
-    error: z.string().optional().meta({ description: 'Set on an agent turn that reports a failure, e.g. agent_failed.' }),
-  })),
-  has_more: z.boolean(),
-}).meta({ id: 'Transcript' });
 
 /** §4 Read a transcript, oldest first, paging with `after`. */
 export function readTranscriptRoute(app: ApiApp, ctx: ApiContext): void {

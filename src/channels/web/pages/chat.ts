@@ -5,8 +5,9 @@ import type { AgentView } from '../../../services/agents.ts';
 import { authed, errorPage, formValue, render, wantsJson, type WebContext } from '../context.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { badge, csrfField, notice } from '../layout.ts';
-import type { TranscriptResult } from '../../../services/conversations.ts';
-import { messageList, readLatest, waitingNotice, waitingOnYou, type LatestTranscript, type WaitingOnYou } from './conversations.ts';
+import type { TranscriptResult } from '../../../services/conversations/schemas.ts';
+import type { LatestTranscript } from '../../../services/conversations/transcripts.ts';
+import { messageList, readLatest, waitingNotice, waitingOnYou, type WaitingOnYou } from './conversations.ts';
 import { hangUpSignal } from '../../hang-up.ts';
 
 // Without JS the form post waits this long for the reply before showing the page (which, while

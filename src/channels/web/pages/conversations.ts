@@ -4,7 +4,8 @@ import { Problem } from '../../../domain/problems.ts';
 import { authed, errorPage, render, type WebContext } from '../context.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { badge, time } from '../layout.ts';
-import type { TranscriptResult } from '../../../services/conversations.ts';
+import type { TranscriptResult } from '../../../services/conversations/schemas.ts';
+import type { LatestTranscript } from '../../../services/conversations/transcripts.ts';
 
 /** Turns a transcript page of the web app shows (the chat opens at the latest ones), and conversations a page of the list shows. */
 const TRANSCRIPT_PAGE_SIZE = 100;
@@ -135,8 +136,6 @@ export async function readLatest(ctx: WebContext, userId: string, sessionId: str
   if (!looksLikeId('session', sessionId)) return null;
   return orNull(ctx.services.conversations.latestTranscript(userId, sessionId, { limit: TRANSCRIPT_PAGE_SIZE, ...(before ? { before } : {}) }));
 }
-
-export type LatestTranscript = TranscriptResult & { has_earlier: boolean };
 
 async function orNull<T>(read: Promise<T>): Promise<T | null> {
   try {

@@ -6,7 +6,7 @@ import { html, type SafeHtml } from '../html.ts';
 import { csrfField, notice, time } from '../layout.ts';
 import { PAGE_LIMIT } from '../../../domain/paging.ts';
 import { REASON_MAX_LENGTH as REASON_MAX, TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
-import { DECISIONS, type Decision } from '../../../services/missions.ts';
+import { DECISIONS, type Decision } from '../../../services/missions/schemas.ts';
 import { preview, waitingOnYou } from './conversations.ts';
 
 /** The most actions, and questions, the inbox shows at once (the oldest first): the largest page a list gives. */
@@ -98,7 +98,8 @@ export function inboxRoutes(app: FastifyInstance, ctx: WebContext): void {
     if (!text.trim()) return refuse('Write an answer first.');
     const { results: [result] } = await ctx.services.missions.answer(session.userId, [{ request_id: requestId, text }]);
     if (result?.ok && result.accepted) return reply.redirect(`${INBOX_PATH}?done=answered`, 303);
-    if (result?.ok) return refuse(result.reason);
+    // A refusal always says why (the result's shape leaves `reason` optional: an accepted answer has none).
+    if (result?.ok) return refuse(result.reason ?? 'The answer was not accepted.');
     const code = result?.error.code === 'not_found' ? 'question_not_found' : result?.error.code === 'already_answered' ? 'already_answered' : 'failed';
     return reply.redirect(`${INBOX_PATH}?error=${code}`, 303);
   }));

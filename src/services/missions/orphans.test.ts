@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { BuiltinBrain } from '../brains/builtin.ts';
-import { builtinToolRegistry } from '../brains/tools.ts';
-import { claimInTransaction, finishJob } from '../engine/queue-sql.ts';
-import { startTestApp, type TestApp, withTestApp } from '../testing/harness.ts';
+import { BuiltinBrain } from '../../brains/builtin.ts';
+import { builtinToolRegistry } from '../../brains/tools.ts';
+import { claimInTransaction, finishJob } from '../../engine/queue-sql.ts';
+import { startTestApp, type TestApp, withTestApp } from '../../testing/harness.ts';
 import {
   actionState, askQuestion, decideOne, answerOne, draftAction, listActions, listQuestions, memberOfOwnersWorkspace, queueDrained, unique,
-} from './missions.test-helper.ts';
-import { TurnWorker } from './turn-worker.ts';
+} from './test-helper.ts';
+import { TurnWorker } from '../turn-worker.ts';
 
 /**
  * No orphans (issue 4): a mission whose session or agent is gone, or whose owner can no longer

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { newId } from '../domain/ids.ts';
-import { startTestApp, type TestApp } from '../testing/harness.ts';
+import { newId } from '../../domain/ids.ts';
+import { startTestApp, type TestApp } from '../../testing/harness.ts';
 import {
   agentTexts, answerOne, decideOne, draftAction, listQuestions, queueDrained, sendNoWait, settledTranscript, unique,
-} from './missions.test-helper.ts';
+} from './test-helper.ts';
 
 /**
  * A mission's life: its continuations wait in the agent's one FIFO line like any other work,

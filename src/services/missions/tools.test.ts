@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { ToolRegistry } from '../brains/tools.ts';
-import { startTestApp, type TestApp } from '../testing/harness.ts';
+import { ToolRegistry } from '../../brains/tools.ts';
+import { startTestApp, type TestApp } from '../../testing/harness.ts';
 import {
   actionState, agentTexts, decideOne, draftAction, listActions, queueDrained, send, settledTranscript, unique,
-} from './missions.test-helper.ts';
+} from './test-helper.ts';
 
 /**
  * The tool registry decides what a drafted action needs (issue: needsPermission was never

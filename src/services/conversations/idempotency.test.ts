@@ -9,9 +9,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
-import { Problem } from '../domain/problems.ts';
-import { startTestApp, TEST_DB, TEST_PG_URL, type TestApp } from '../testing/harness.ts';
-import { ConversationsService } from './conversations.ts';
+import { Problem } from '../../domain/problems.ts';
+import { startTestApp, TEST_DB, TEST_PG_URL, type TestApp } from '../../testing/harness.ts';
+import { ConversationsService } from './index.ts';
 
 const skip = TEST_DB === 'postgres' ? false : 'PostgreSQL pass only';
 

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { BuiltinBrain } from '../brains/builtin.ts';
-import { ToolRegistry } from '../brains/tools.ts';
-import { claimInTransaction, finishJob, getJob, requeueAllRunning } from '../engine/queue-sql.ts';
-import { startTestApp, type TestApp, withTestApp } from '../testing/harness.ts';
+import { BuiltinBrain } from '../../brains/builtin.ts';
+import { ToolRegistry } from '../../brains/tools.ts';
+import { claimInTransaction, finishJob, getJob, requeueAllRunning } from '../../engine/queue-sql.ts';
+import { startTestApp, type TestApp, withTestApp } from '../../testing/harness.ts';
 import {
   actionState, agentTexts, answerOne, askQuestion, decideOne, draftAction, queueDrained, settledTranscript, transcript, unique,
-} from './missions.test-helper.ts';
-import { TurnWorker } from './turn-worker.ts';
+} from './test-helper.ts';
+import { TurnWorker } from '../turn-worker.ts';
 
 /**
  * An approved action is marked executing before its tool runs and done after, so an instance

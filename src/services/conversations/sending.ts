@@ -1,30 +1,18 @@
 import { hash } from 'node:crypto';
-import { newId, looksLikeId } from '../domain/ids.ts';
-import { pageLimit } from '../domain/paging.ts';
-import { checkMessageText, Problem } from '../domain/problems.ts';
-import { isValidTs } from '../domain/turn-clock.ts';
-import { getJob, openJobsOf, ownSessionWithStatus, statusOfSession, type SessionStatus } from '../engine/queue-sql.ts';
-import { isFinished, type JobState, type JobWatch, type TurnEngine } from '../engine/turn-engine.ts';
-import { appendTurn, readLastTurns, readTranscript, startSession } from '../store/repos/transcript.ts';
-import { prepared } from '../store/prepared.ts';
-import type { Job, Session } from '../store/schema.ts';
-import { isUniqueViolation, type Store } from '../store/store.ts';
-import type { AgentsService } from './agents.ts';
-import type { JobPayload } from './turn-worker.ts';
+import { newId } from '../../domain/ids.ts';
+import { checkMessageText, Problem } from '../../domain/problems.ts';
+import { getJob } from '../../engine/queue-sql.ts';
+import { isFinished, type JobState, type JobWatch, type TurnEngine } from '../../engine/turn-engine.ts';
+import { appendTurn, startSession } from '../../store/repos/transcript.ts';
+import { prepared } from '../../store/prepared.ts';
+import type { Job, Session } from '../../store/schema.ts';
+import { isUniqueViolation, type Store } from '../../store/store.ts';
+import type { AgentsService } from '../agents.ts';
+import type { JobPayload } from '../missions/job-payload.ts';
+import type { SendResult, SendStatus } from './schemas.ts';
+import { findOwnSession } from './transcripts.ts';
 
-export type SendStatus = 'completed' | 'processing' | 'queued' | 'duplicate';
-
-export interface SendResult {
-  session_id: string;
-  status: SendStatus;
-  agent_id: string;
-  message_ts: string;
-  reply?: string;
-  reply_ts?: string;
-  /** Set when the agent failed on the message (a duplicate of a failed original): `reply` is then the error turn's text. */
-  error?: string;
-}
-
+/** A message as a channel hands it to the pipeline, its text not checked yet. */
 export interface InboundMessage {
   userId: string;
   /** Which channel it came through (api, web, …); recorded on a new session. */
@@ -42,28 +30,8 @@ export interface InboundMessage {
   signal?: AbortSignal | undefined;
 }
 
-export interface TranscriptResult {
-  session_id: string;
-  agent_id: string;
-  status: SessionStatus;
-  messages: { role: 'user' | 'agent'; text: string; ts: string; error?: string }[];
-  has_more: boolean;
-}
-
-/** A session as the web app lists it. */
-export interface SessionListItem {
-  session_id: string;
-  agent_id: string;
-  agent_name: string;
-  channel: string;
-  created_at: string;
-  last_activity: string;
-  status: SessionStatus;
-  /** The latest turn, so that a list of conversations can tell them apart; absent for a session with none. */
-  last_turn?: { role: 'user' | 'agent'; text: string };
-}
-
-export interface ConversationsDeps {
+/** What sending needs, the rules' settings (duplicate window, Idempotency-Key time to live, wait ceiling) among them. */
+export interface SendingDeps {
   store: Store;
   engine: TurnEngine;
   agents: AgentsService;
@@ -73,9 +41,6 @@ export interface ConversationsDeps {
   /** A pending Idempotency-Key older than this was left by a request that died before accepting. */
   pendingAbandonedAfterMs?: number;
 }
-
-const ownSession = prepared((db, sessionId: string, userId: string) => db.selectFrom('sessions').selectAll()
-  .where('id', '=', sessionId).where('user_id', '=', userId));
 
 const DEFAULT_PENDING_ABANDONED_AFTER_MS = 30_000;
 
@@ -108,15 +73,11 @@ const sha256 = (value: string): string => hash('sha256', value, 'hex');
  * duplicate and idempotency rules, append the user turn and enqueue its job in one
  * transaction, then wait (up to the ceiling) for the turn to end. Knows nothing of HTTP.
  */
-export class ConversationsService {
-  private readonly deps: ConversationsDeps;
+export class MessagePipeline {
+  private readonly deps: SendingDeps;
 
-  constructor(deps: ConversationsDeps) {
+  constructor(deps: SendingDeps) {
     this.deps = deps;
-  }
-
-  get waitCeilingMs(): number {
-    return this.deps.waitCeilingMs;
   }
 
   async submit(inbound: InboundMessage): Promise<SendResult> {
@@ -178,7 +139,7 @@ export class ConversationsService {
   /** The contract's agent resolution; sessions of other accounts are indistinguishable from missing ones. */
   private async resolveTarget(inbound: InboundMessage): Promise<{ session: Session | null; agentId: string }> {
     if (inbound.sessionId !== undefined) {
-      const session = await this.findOwnSession(inbound.userId, inbound.sessionId);
+      const session = await findOwnSession(this.deps.store.db, inbound.userId, inbound.sessionId);
       if (!session) throw new Problem('session_not_found', 'No such session.');
       // The session is the caller's, but its agent only while they may message it: one taken out
       // of the agent's workspace (workspaces remove-member) continues no session there either.
@@ -256,10 +217,10 @@ export class ConversationsService {
     const settled = await state;
     if (settled.job.status === 'failed') {
       // message_ts too, so that the transcript can be read from the message on (`?after=`).
-      const { message_ts } = await this.describe(settled, messageTs);
+      const { message_ts } = await this.sendResultOf(settled, messageTs);
       throw new Problem('agent_failed', 'The agent could not process the message.', { session_id: settled.job.session_id, message_ts });
     }
-    return this.describe(settled, messageTs);
+    return this.sendResultOf(settled, messageTs);
   }
 
   /**
@@ -267,7 +228,7 @@ export class ConversationsService {
    * reply is its agent turn, the error turn of a failure included (only a duplicate of a failed
    * original gets that far: every other send of a failure is a 502).
    */
-  private async describe({ job, reply }: JobState, knownMessageTs: string | null = null): Promise<SendResult> {
+  private async sendResultOf({ job, reply }: JobState, knownMessageTs: string | null = null): Promise<SendResult> {
     const { db } = this.deps.store;
     const finished = isFinished(job);
     const replyTurnId = finished && !reply ? job.reply_turn_id : null;
@@ -292,92 +253,7 @@ export class ConversationsService {
 
   private async duplicateResult(originalJobId: number): Promise<SendResult> {
     const job = await getJob(this.deps.store.db, originalJobId);
-    const described = await this.describe({ job: job! });
+    const described = await this.sendResultOf({ job: job! });
     return { ...described, status: 'duplicate' };
-  }
-
-  async findOwnSession(userId: string, sessionId: string): Promise<Session | undefined> {
-    if (!looksLikeId('session', sessionId)) return undefined;
-    const [session] = await ownSession(this.deps.store.db, sessionId, userId);
-    return session;
-  }
-
-  /** §4: turns after `after`, oldest first; other accounts' sessions are "not found". */
-  async transcript(userId: string, sessionId: string, options: { after?: string | undefined; limit?: number | undefined } = {}): Promise<TranscriptResult> {
-    const { session, status, page } = await this.readPage(userId, sessionId, 'after', options.after, options.limit, readTranscript);
-    return { session_id: session.id, agent_id: session.agent_id, status, messages: page.messages, has_more: page.hasMore };
-  }
-
-  /**
-   * A transcript's newest turns (before `before`, exclusive, when given), oldest first, for the
-   * chat: a long conversation opens at its end. `has_earlier` says whether older turns exist.
-   */
-  async latestTranscript(userId: string, sessionId: string, options: { before?: string | undefined; limit?: number | undefined } = {}): Promise<TranscriptResult & { has_earlier: boolean }> {
-    const { session, status, page } = await this.readPage(userId, sessionId, 'before', options.before, options.limit, readLastTurns);
-    return { session_id: session.id, agent_id: session.agent_id, status, messages: page.messages, has_more: options.before !== undefined, has_earlier: page.hasMore };
-  }
-
-  /** One page of a session's turns, its cursor and limit checked before the session is looked up. */
-  private async readPage(
-    userId: string, sessionId: string, cursorName: 'after' | 'before', cursor: string | undefined, limitOption: number | undefined,
-    read: typeof readTranscript,
-  ) {
-    if (cursor !== undefined && !isValidTs(cursor)) {
-      throw Problem.validation([{ path: cursorName, message: 'must be a turn ts such as 2026-11-22T12:34:56.789012Z' }]);
-    }
-    const limit = pageLimit(limitOption);
-    // The session with its status first, then the page, never side by side: "idle" then means
-    // every job that existed when the status was read had ended, so the page (read later) holds
-    // all of their turns. Read the other way round, a reply committed between the two reads could
-    // be missing from a page that says "idle", and a client that stops polling at idle would
-    // never see it.
-    const found = looksLikeId('session', sessionId) ? await ownSessionWithStatus(this.deps.store.db, sessionId, userId) : undefined;
-    if (!found) throw new Problem('session_not_found', 'No such session.');
-    const { session, status } = found;
-    const page = await read(this.deps.store.db, session.id, cursor ?? null, limit);
-    return { session, status, page };
-  }
-
-  /**
-   * One page of the account's sessions, most recently active first, each with its status: two
-   * queries whatever the page size (the sessions with their status, then their latest turns). `cursor` is the `next_cursor` of the page before (opaque).
-   */
-  async listSessionsPage(userId: string, options: { limit?: number | undefined; cursor?: string | undefined } = {}): Promise<{ sessions: SessionListItem[]; next_cursor: string | null }> {
-    const limit = pageLimit(options.limit);
-    let after: { activity: string; id: string } | null = null;
-    if (options.cursor !== undefined) {
-      const [activity, id] = Buffer.from(options.cursor, 'base64url').toString('utf8').split('\n');
-      if (!activity || !id || !looksLikeId('session', id) || (!isValidTs(activity) && Number.isNaN(Date.parse(activity)))) {
-        throw Problem.validation([{ path: 'cursor', message: 'must be the next_cursor of an earlier page' }]);
-      }
-      after = { activity, id };
-    }
-    const { db } = this.deps.store;
-    const rows = await db.selectFrom('sessions')
-      .innerJoin('agents', 'agents.id', 'sessions.agent_id')
-      .select((eb) => ['sessions.id', 'sessions.agent_id', 'agents.name as agent_name', 'sessions.channel', 'sessions.created_at',
-        eb.fn.coalesce('sessions.last_ts', 'sessions.created_at').as('activity'), ...openJobsOf(eb)])
-      .where('sessions.user_id', '=', userId)
-      .$if(after !== null, (q) => q.where((eb) => {
-        const activity = eb.fn.coalesce('sessions.last_ts', 'sessions.created_at');
-        return eb.or([eb(activity, '<', after!.activity), eb.and([eb(activity, '=', after!.activity), eb('sessions.id', '>', after!.id)])]);
-      }))
-      .orderBy('activity', 'desc').orderBy('sessions.id').limit(limit + 1).execute();
-    const page = rows.slice(0, limit);
-    // Each session's latest turn is the one at its latest ts: one index lookup per session.
-    const latest = page.length === 0 ? [] : await db.selectFrom('turns').select(['session_id', 'role', 'text'])
-      .where((eb) => eb.or(page.map((r) => eb.and([eb('session_id', '=', r.id), eb('ts', '=', r.activity)])))).execute();
-    const latestBySession = new Map(latest.map((turn) => [turn.session_id, { role: turn.role, text: turn.text }]));
-    const last = page.at(-1);
-    return {
-      sessions: page.map((r) => {
-        const lastTurn = latestBySession.get(r.id);
-        return {
-          session_id: r.id, agent_id: r.agent_id, agent_name: r.agent_name, channel: r.channel, created_at: r.created_at,
-          last_activity: r.activity, status: statusOfSession(r), ...(lastTurn ? { last_turn: lastTurn } : {}),
-        };
-      }),
-      next_cursor: rows.length > limit && last ? Buffer.from(`${last.activity}\n${last.id}`).toString('base64url') : null,
-    };
   }
 }
