@@ -1,7 +1,7 @@
 import type { Job, JobKind } from '../store/schema.ts';
 import type { UnitOfWork } from './unit-of-work.ts';
 
-/** The engine's ports: what it asks of the services above it, and what it hands back to them. */
+// The engine's ports: what it asks of the services above it, and what it hands back to them.
 
 /** The work itself (brain calls and their results) lives above the engine, in services. */
 export interface JobHandler {
