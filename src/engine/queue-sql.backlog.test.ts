@@ -7,9 +7,9 @@ import { claimInTransaction, findClaimable, findClaimableQuery, finishedJobs, is
 
 /**
  * A long line for one busy agent: finding what may start looks at the head of each agent's line,
- * not at every job in it. Counting the line ahead of each queued job cost Q²/2 reads (1.5 s at
- * 2,800 on SQLite, run on every enqueue, every finished turn and every poll, until the server
- * stalled); reading each queued job once still cost 56 ms a scan at 100,000.
+ * not at every job in it. Counting the line ahead of each queued job reads some Q²/2 rows for a
+ * line of Q, on every enqueue, every finished turn and every poll; even reading each queued job
+ * once makes every scan grow with the backlog.
  */
 const BACKLOG = 2_000;
 let t: TestApp;

@@ -110,12 +110,12 @@ const runningCount = (agentId: RawBuilder<unknown>, perAgent: number) => sql<num
   select 1 from jobs r where r.agent_id = ${agentId} and ${inLine} and r.status = 'running' limit ${perAgent}) running)`;
 
 // A queued job may start when its agent's running jobs and the queued jobs ahead of it in line are
-// fewer than perAgent, each counted no further than perAgent (a count of the whole line ahead of
-// each queued job cost Q²/2 reads over a line of Q: 1.5 s at 2,800 on SQLite, on the event loop).
+// fewer than perAgent, each counted no further than perAgent (counting the whole line ahead of
+// each queued job reads some Q²/2 rows for a line of Q, on the event loop with SQLite).
 // The jobs ahead are found among the first perAgent entries of jobs_line from the agent's line on
 // (if the job is not among them, all perAgent of them are ahead of it), read in the index's own
-// order from a range on the agent: given agent_id = ?, PostgreSQL counted them through another
-// index in id order and read a long line of some other agent through (5-6 ms at 100,000).
+// order from a range on the agent: given agent_id = ?, PostgreSQL may count them through another
+// index in id order, reading a long line of some other agent through.
 const claimable = (perAgent: number) => (perAgent < 1 ? sql<boolean>`false` : sql<boolean>`${runningCount(sql.ref('jobs.agent_id'), perAgent)} + (select count(*) from (
   select a.agent_id, a.id from jobs a where a.agent_id >= jobs.agent_id and ${inLine} and a.status <> 'running'
   order by a.agent_id, a.status, a.id limit ${perAgent}) front where front.agent_id = jobs.agent_id and front.id < jobs.id) < ${perAgent}`);
@@ -148,7 +148,7 @@ export async function findClaimable(db: Kysely<DB>, perAgent: number, limit: num
   // Usually the oldest queued jobs can start (agents wait for free runner slots, not for their
   // lines): a look at the first few, in id order, finds them. Only when those are mostly behind
   // full lines is walking every line's head (findClaimableQuery) worth its cost, which grows with
-  // the number of agents that have work waiting (about 1 µs each on SQLite, 4 on PostgreSQL).
+  // the number of agents that have work waiting.
   const look = Math.max(32, 4 * limit);
   const { rows } = await oldestQueuedQuery(perAgent, look).execute(db);
   const startable = rows.filter((row) => Number(row.startable) === 1).slice(0, limit);
@@ -171,9 +171,8 @@ export const oldestQueuedQuery = (perAgent: number, look: number) => sql<{ id: n
  * of an agent's line can start, so `heads` walks jobs_line in (agent, id) order from one line's
  * head to the next, taking at most `perAgent` jobs of each line and stepping over the rest with
  * one index search; it then keeps the heads whose agent has room. Its cost grows with the number
- * of agents that have work waiting, not with the length of their lines: reading every queued job
- * cost 30–40 ms at 100,000 queued for one agent on SQLite, and up to 13 s on PostgreSQL, whose plan for
- * each job's own check read the whole table.
+ * of agents that have work waiting, not with the length of their lines (reading every queued job
+ * grows with the queue, and PostgreSQL may plan each job's own check as a read of the whole table).
  *
  * Every step orders by jobs_line's own columns and bounds the agent by a range, never an
  * equality: with `agent_id = ?` PostgreSQL may instead walk the primary key in id order and
@@ -238,7 +237,7 @@ export async function renewLeases(db: Kysely<DB>, owner: string, ids: number[], 
  * returns their agents. `now` is the store's clock, the one every runner writes its leases by.
  */
 // isOpen as well as isRunning in the two below, though implied: SQLite uses the partial index of
-// open jobs only when the query repeats its condition (without it, every job ever run was read).
+// open jobs only when the query repeats its condition (without it, it reads every job ever run).
 export async function requeueExpired(db: Kysely<DB>, now: number): Promise<string[]> {
   const rows = await db.updateTable('jobs').set({ status: 'queued', lease_owner: null, lease_expires_at: null })
     .where(isOpen).where(isRunning).where('lease_expires_at', '<', new Date(now).toISOString()).returning('agent_id').execute();
@@ -308,7 +307,7 @@ export type SessionStatus = 'idle' | 'processing' | 'queued';
 /**
  * Whether a session has an open job, and a running one, as two columns of a query over sessions
  * (read them with statusOfSession): not how many, since a count (or reading the open jobs) reads
- * a session's whole queue (34 ms a poll with 100,000 queued).
+ * a session's whole queue, at every poll of its status.
  */
 export const openJobsOf = (eb: ExpressionBuilder<DB, 'sessions'>) => [
   eb.exists(eb.selectFrom('jobs').select(sql`1`.as('one')).whereRef('jobs.session_id', '=', 'sessions.id').where(isOpen)).as('open_jobs'),

@@ -82,12 +82,11 @@ export class Transactions {
 
   /**
    * One transaction for the batch. Units first run one after the other with no savepoint each
-   * (a savepoint per unit, and the copies of pages it keeps, were an eighth of a turn's CPU on a
-   * database grown by use). If one fails, the whole transaction rolls back, every unit that ran
+   * (a savepoint per unit, and the copies of pages it keeps, cost a good share of a turn's CPU on
+   * a database grown by use). If one fails, the whole transaction rolls back, every unit that ran
    * is told so through its hooks, and the batch runs again with each unit in a savepoint of its
    * own, so the failure touches no other unit. After such a replay the next batches go straight
-   * to savepoints for a while: a stream of failing units (duplicates, say) costs no more than it
-   * did before.
+   * to savepoints for a while: a stream of failing units (duplicates, say) is not run twice each.
    */
   private async runBatch(items: typeof this.batch): Promise<void> {
     this.stats.batches++;

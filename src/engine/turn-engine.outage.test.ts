@@ -179,7 +179,7 @@ test('a job put back in line elsewhere while it still runs here is not claimed a
     // not reached the store in time), and the wake-up it sends.
     await t.runtime.store.db.updateTable('jobs').set({ status: 'queued', lease_owner: null, lease_expires_at: null })
       .where('id', '=', running.id).execute();
-    t.runtime.engine.kick();
+    void t.runtime.engine.lookForWork();
     await pause(300);
     assert.deepEqual(await jobOf(t, sessionId).then((job) => [job.status, job.attempts]), ['queued', 1], 'not claimed again while its run goes on here');
     // Once that run ends (its outcome refused: the job is no longer its own), it runs afresh, once.

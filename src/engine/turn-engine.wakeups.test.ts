@@ -140,7 +140,7 @@ test('a job that ends while a scan of the queue is under way still frees its age
       await engine.waitForJob(blocking, 2_000);
       await new Promise((resolve) => setTimeout(resolve, 20));
     };
-    engine.kick(); // any sign of new work (another agent's message, the poll) starts a scan
+    void engine.lookForWork(); // any sign of new work (another agent's message, the poll) starts a scan
     assert.ok(isFinished((await engine.waitForJob(blocking, 2_000)).job));
     const state = await engine.waitForJob(waiting, 2_000);
     assert.ok(isFinished(state.job), `the waiting job is still ${state.job.status} 2 s after the line freed`);
