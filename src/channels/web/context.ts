@@ -18,10 +18,6 @@ declare module 'fastify' {
   }
 }
 
-export const SESSION_COOKIE = 'ac_session';
-export const PRE_COOKIE = 'ac_pre';
-export const FLASH_KEY_COOKIE = 'ac_new_key';
-
 /** What every web page reaches services through. */
 export interface WebContext {
   services: Services;
@@ -97,16 +93,6 @@ export function authed<G extends RouteGenericInterface = RouteGenericInterface>(
 export function wantsJson(request: FastifyRequest): boolean {
   const accept = request.headers.accept ?? '';
   return accept.includes('application/json') && !accept.includes('text/html');
-}
-
-export function cookieOptions(request: FastifyRequest, extra: { maxAge?: number; path?: string } = {}) {
-  return {
-    httpOnly: true,
-    sameSite: 'strict' as const,
-    secure: request.protocol === 'https',
-    path: extra.path ?? '/',
-    ...(extra.maxAge !== undefined ? { maxAge: extra.maxAge } : {}),
-  };
 }
 
 /**
