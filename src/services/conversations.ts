@@ -10,7 +10,7 @@ import { prepared } from '../store/prepared.ts';
 import type { Job, Session } from '../store/schema.ts';
 import { isUniqueViolation, type Store } from '../store/store.ts';
 import type { AgentsService } from './agents.ts';
-import type { JobPayload } from './turn-worker.ts';
+import type { JobPayload } from './job-payload.ts';
 
 export type SendStatus = 'completed' | 'processing' | 'queued' | 'duplicate';
 

@@ -9,9 +9,10 @@ import { enqueueJob, openContinuationPayloads } from '../engine/queue-sql.ts';
 import type { Stage } from '../engine/transactions.ts';
 import type { TurnEngine } from '../engine/turn-engine.ts';
 import type { Action, DB, MissionStatus, Question } from '../store/schema.ts';
-import type { Dialect, Store } from '../store/store.ts';
+import type { Dialect } from '../store/dialect.ts';
+import type { Store } from '../store/store.ts';
 import { isoNow } from './clock.ts';
-import type { JobPayload } from './turn-worker.ts';
+import type { JobPayload } from './job-payload.ts';
 
 /** Entries per bulk request (contract §5, §6). */
 export const MAX_BULK_ENTRIES = 100;

@@ -11,14 +11,8 @@ import type { DB, Job } from '../store/schema.ts';
 import type { Store } from '../store/store.ts';
 import { isoNow } from './clock.ts';
 import { isoNowOf } from '../store/shared-clock.ts';
+import type { JobPayload } from './job-payload.ts';
 import { settleMission } from './missions.ts';
-
-/** What a job carries: the brain input of one unit of work, and the mission it continues. */
-export type JobPayload =
-  | { kind: 'message'; text: string }
-  | { kind: 'action_approved'; missionId: string; operationId: string }
-  | { kind: 'action_rejected'; missionId: string; operationId: string; reason: string | null }
-  | { kind: 'question_answered'; missionId: string; requestId: string; answer: string };
 
 export const AGENT_FAILED_TEXT = 'The agent could not process this message.';
 
