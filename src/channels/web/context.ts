@@ -1,6 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest, RouteGenericInterface } from 'fastify';
-import type { Config } from '../../config.ts';
 import type { Services } from '../../services/services.ts';
 import type { WebSession } from '../../services/web-sessions.ts';
 import { html, type SafeHtml } from './html.ts';
@@ -18,10 +17,18 @@ declare module 'fastify' {
   }
 }
 
+/** The deployment's settings the pages read (the server's Config holds them). */
+export interface WebSettings {
+  defaultRateLimitPerMinute: number;
+  maxRateLimitPerMinute: number;
+  waitCeilingMs: number;
+  webChatRateLimitPerMinute: number;
+}
+
 /** What every web page reaches services through. */
 export interface WebContext {
   services: Services;
-  config: Config;
+  config: WebSettings;
   /** The API keys' limiter (shared by instances like theirs), which also counts web chat messages per person. */
   rateLimiter: RateLimiter;
   /** Seals what one page hands to the next through a cookie (see flash.ts). */
