@@ -233,6 +233,8 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   });
 
   await app.register(apiChannel(runtime.services, runtime.rateLimiter), { prefix: API_PREFIX });
-  await app.register(webChannel(runtime));
+  await app.register(webChannel({
+    services: runtime.services, config: runtime.config, rateLimiter: runtime.rateLimiter, clock: runtime.store.clock,
+  }));
   return app;
 }

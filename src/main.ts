@@ -20,15 +20,20 @@ export async function serve(): Promise<void> {
   const log = serverLog(config);
   // The SQLite file is claimed before it is opened (forServer): a second server, or a restore under
   // way, stops this one before it creates, migrates or logs into the file.
-  const runtime = await createRuntime(config, { forServer: true }, (error, context) => {
-    // A database that is away heals by itself (the work is retried, or taken up again by its
-    // lease): a warning, as the API's 503s are, rather than an error line that pages someone.
-    if (isStoreUnavailable(error)) {
-      log.warn({ ...storeOutageFields(error), during: context }, 'database unavailable');
-    } else {
-      log.error({ err: error }, context);
-    }
-  }, undefined, (fields, message) => log.warn(fields, message));
+  const runtime = await createRuntime({
+    config,
+    storeOptions: { forServer: true },
+    logError: (error, context) => {
+      // A database that is away heals by itself (the work is retried, or taken up again by its
+      // lease): a warning, as the API's 503s are, rather than an error line that pages someone.
+      if (isStoreUnavailable(error)) {
+        log.warn({ ...storeOutageFields(error), during: context }, 'database unavailable');
+      } else {
+        log.error({ err: error }, context);
+      }
+    },
+    logWarning: (fields, message) => log.warn(fields, message),
+  });
   const server = await buildApp(runtime, { log });
   let stopping = false;
   const stop = async (signal: string) => {

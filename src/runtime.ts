@@ -8,6 +8,7 @@ import { TurnEngine } from './engine/turn-engine.ts';
 import type { RateLimiter } from './ratelimit/rate-limiter.ts';
 import { createRateLimiter } from './ratelimit/select.ts';
 import { createServices, type Services } from './services/services.ts';
+import { TurnWorker } from './services/turn-worker.ts';
 import { cannotConnectToPostgres, openStore, splitSchemaParam, type OpenStoreOptions, type Store } from './store/store.ts';
 
 /** Everything one instance holds: built once at start, closed once at shutdown. */
@@ -24,48 +25,62 @@ export interface Runtime {
   close(graceMs?: number): Promise<void>;
 }
 
+export interface RuntimeOptions {
+  config: Config;
+  /** How the store opens (`forServer`: claim the SQLite file first; `pgSchema`: a test's schema). */
+  storeOptions?: OpenStoreOptions;
+  /** Where failures of background work are told (the engine, the bus, housekeeping, the rate limit store). */
+  logError?: (error: unknown, context: string) => void;
+  /**
+   * The tool registry: the built-in one takes any kind, always behind permission, with no outside
+   * effect; a deployment registers its real tools in code.
+   */
+  tools?: ToolRegistry;
+  /** Where a failed model call is told (the model-backed brain's warnings). */
+  logWarning?: ModelWarning;
+}
+
 /**
- * `tools`: the tool registry (the built-in one takes any kind, always behind permission, with no
- * outside effect; a deployment registers its real tools in code). `logWarning`: where a failed
- * model call is told (the model-backed brain's warnings).
+ * The composition root: config → brain → store → bus → engine (with the turn worker as its
+ * handler) → services and the rate limiter.
  */
-export async function createRuntime(
-  config: Config, storeOptions: OpenStoreOptions = {}, logError: (error: unknown, context: string) => void = () => {},
-  tools: ToolRegistry = builtinToolRegistry(), logWarning: ModelWarning = () => {},
-): Promise<Runtime> {
+export async function createRuntime({
+  config, storeOptions = {}, logError = () => {}, tools = builtinToolRegistry(), logWarning = () => {},
+}: RuntimeOptions): Promise<Runtime> {
   const brain = await createBrain(config, tools, logWarning);
   const store = await openStore(config.databaseUrl, { sqliteSynchronous: config.sqliteSynchronous, pgPoolSize: config.pgPoolSize, ...storeOptions });
-  let engine: TurnEngine | undefined;
+  // The bus connects before the engine exists; a reconnection from then on catches the engine up.
+  let afterReconnect = (): void => {};
   let bus: Bus;
   try {
     bus = store.dialect === 'postgres'
-      ? await PostgresBus.connect(splitSchemaParam(config.databaseUrl).url, store.pgSchema,
-        () => engine?.caughtUp().catch((error: unknown) => logError(error, 'catching up after the bus reconnected')))
+      ? await PostgresBus.connect(splitSchemaParam(config.databaseUrl).url, store.pgSchema, () => afterReconnect())
       : new InProcessBus();
   } catch (error) {
     await store.close();
     throw cannotConnectToPostgres(config.databaseUrl, error);
   }
-  engine = new TurnEngine({
+  const engine = new TurnEngine({
     store, bus, instanceId: config.instanceId, perAgent: config.agentConcurrency,
     concurrency: config.runnerConcurrency, leaseMs: config.leaseMs, onError: logError,
   });
-  const services = createServices({ store, config, engine, brain, tools });
+  afterReconnect = () => void engine.caughtUp().catch((error: unknown) => logError(error, 'catching up after the bus reconnected'));
+  engine.setHandler(new TurnWorker({ store, brain, tools }));
+  const services = createServices({ store, config, engine, brain });
   const rateLimiter: RateLimiter = createRateLimiter(config.rateLimitStore, store, config.redisUrl,
     (error) => logError(error, 'the rate limit store (Redis, at REDIS_URL) cannot be reached: API requests get 503 until it is back'));
-  const theEngine = engine;
   return {
-    config, store, bus, engine: theEngine, services, rateLimiter,
+    config, store, bus, engine, services, rateLimiter,
     async startEngine() {
       store.claimForServer();
       store.startBackgroundCheckpoints((error) => logError(error, 'background checkpoints (SQLite checkpoints on commit instead)'));
       store.startClockSync((error) => logError(error, 'measuring the clock against the database server\'s (the last offset stays in use)'));
-      await theEngine.start();
+      await engine.start();
       services.housekeeping.start(60_000, (error) => logError(error, 'housekeeping'));
     },
     async close(graceMs = 0) {
       await services.housekeeping.stop();
-      await theEngine.stop(graceMs);
+      await engine.stop(graceMs);
       await rateLimiter.close();
       await bus.close();
       await services.keys.settled(); // a last_used_at write still in flight lands before the store closes

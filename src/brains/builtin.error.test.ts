@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { listQuestions, send, unique } from '../services/missions/test-helper.ts';
+import { listQuestions, send, unique } from '../testing/missions.ts';
 import { API, startTestApp, type TestApp } from '../testing/harness.ts';
 import type { BrainContext } from './brain.ts';
 import { BuiltinBrain, MAX_SLEEP_MS } from './builtin.ts';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { agentTexts, listActions, listQuestions, send, settledTranscript, unique } from '../services/missions/test-helper.ts';
+import { agentTexts, listActions, listQuestions, send, settledTranscript, unique } from '../testing/missions.ts';
 import { API, startTestApp, type TestApp } from '../testing/harness.ts';
 
 /** §8: `!sleep <ms> [text]` handles the rest as a message of its own, directives included. */

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { answerOne, decideOne, listActions, listQuestions, send, sendNoWait, settledTranscript, unique } from '../services/missions/test-helper.ts';
+import { answerOne, decideOne, listActions, listQuestions, send, sendNoWait, settledTranscript, unique } from '../testing/missions.ts';
 import { continuationOutcome, isJudge, startFakeModelProvider, withModelApp, type FakeModelProvider } from '../testing/fake-model-provider.ts';
 import { API, startTestApp, type TestApp, type TestUser } from '../testing/harness.ts';
 import { MODEL_FAILED_TEXT } from './llm.ts';

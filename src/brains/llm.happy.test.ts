@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
   agentTexts, answerOne, decideOne, listActions, listQuestions, postAnswers, send, sendNoWait, settledTranscript, unique,
-} from '../services/missions/test-helper.ts';
+} from '../testing/missions.ts';
 import {
   continuationOutcome, endingToolResult, isJudge, lastUserText, messageText, systemPrompt, toolNames, withModelApp, type FakeModelProvider,
 } from '../testing/fake-model-provider.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
-import { agentTexts, answerOne, listActions, listQuestions, memberOfOwnersWorkspace, send, settledTranscript, unique } from '../services/missions/test-helper.ts';
+import { agentTexts, answerOne, listActions, listQuestions, memberOfOwnersWorkspace, send, settledTranscript, unique } from '../testing/missions.ts';
 import { endingToolResult, isJudge, lastUserText, startFakeModelProvider, withModelApp, type FakeModelProvider } from '../testing/fake-model-provider.ts';
 import { childEnv, databaseEnv, seededDatabase, type TestApp } from '../testing/harness.ts';
 import { BIN, postMessage, startServerProcess, transcriptFrom } from '../testing/server-process.ts';

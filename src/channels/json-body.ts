@@ -2,10 +2,13 @@ import { isUtf8 } from 'node:buffer';
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { findUnstorableText, Problem, unstorableTextProblem } from '../domain/problems.ts';
-import { bodyNotJson, bodyTooLarge } from './api/plugins/errors.ts';
 
 /** The largest body any request may carry (contract §0: 413 past it); the app's Fastify bodyLimit. */
 export const BODY_LIMIT_BYTES = 1024 * 1024;
+
+/** The body problems, whichever check finds them (Fastify's reader, or the API's judge of a GET's body). */
+export const bodyTooLarge = () => new Problem('payload_too_large', 'The body is larger than 1 MiB.');
+export const bodyNotJson = () => new Problem('unsupported_media_type', 'Send the body as application/json.');
 
 /** Fastify's own JSON parser (prototype poisoning removed, as the app is configured). */
 type JsonParser = ReturnType<FastifyInstance['getDefaultJsonParser']>;

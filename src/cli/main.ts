@@ -299,7 +299,7 @@ export async function run(argv: string[]): Promise<number> {
   // The CLI shares the server's services but runs no turns and needs no shared rate limiter.
   let runtime: Runtime;
   try {
-    runtime = await createRuntime({ ...loadConfig(), rateLimitStore: 'memory' });
+    runtime = await createRuntime({ config: { ...loadConfig(), rateLimitStore: 'memory' } });
   } catch (error) {
     // Opening runs the migrations (a write): a database held locked stops it here already. Any
     // other failure to start is said by bin/agent-channel.js, as serve's is.

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import { pollTranscript, send } from '../testing/conversation.ts';
 import { API, freshDatabase, startTestApp, TEST_DB, TEST_PG_URL, type TestApp, withTestApp } from '../testing/harness.ts';
 import { type FreezableProxy, proxyInFrontOf } from '../testing/frozen-database.ts';
-import { signedUpWithAgent } from '../channels/web/web-client.test-helper.ts';
+import { signedUpWithAgent } from '../testing/web-client.ts';
 
 /**
  * The database away for a while (restarting, unreachable, locked by another process, its disk

@@ -4,7 +4,7 @@ import { send } from '../testing/conversation.ts';
 import { proxyInFrontOf } from '../testing/frozen-database.ts';
 import { freshDatabase, startTestApp, TEST_DB, type TestApp } from '../testing/harness.ts';
 import { sample, scrape } from '../testing/metrics.ts';
-import { queueDrained } from '../services/missions/test-helper.ts';
+import { queueDrained } from '../testing/missions.ts';
 
 /** The turn engine's metrics at /metrics: what an operator watches the queue and the turns by. */
 

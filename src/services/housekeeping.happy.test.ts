@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { send } from '../testing/conversation.ts';
 import { startTestApp, TEST_DB, type TestApp } from '../testing/harness.ts';
-import { actionState, draftAction, unique } from './missions/test-helper.ts';
+import { actionState, draftAction, unique } from '../testing/missions.ts';
 import { PostgresRateLimiter } from '../ratelimit/postgres.ts';
 import { WINDOW_MS } from '../ratelimit/rate-limiter.ts';
 

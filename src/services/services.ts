@@ -1,6 +1,4 @@
 import type { Brain } from '../brains/brain.ts';
-import type { ToolRegistry } from '../brains/tools.ts';
-import type { Config } from '../config.ts';
 import type { TurnEngine } from '../engine/turn-engine.ts';
 import type { Store } from '../store/store.ts';
 import { AccountsService } from './accounts.ts';
@@ -10,7 +8,6 @@ import { KeysService } from './keys.ts';
 import { LoginThrottle } from './login-throttle.ts';
 import { Housekeeping } from './housekeeping.ts';
 import { MissionsService } from './missions/index.ts';
-import { TurnWorker } from './turn-worker.ts';
 import { WebSessionsService } from './web-sessions.ts';
 
 /** Every use case, wired once; channels and the CLI reach them through this object. */
@@ -25,15 +22,27 @@ export interface Services {
   housekeeping: Housekeeping;
 }
 
-export interface ServiceDeps {
-  store: Store;
-  config: Config;
-  engine: TurnEngine;
-  brain: Brain;
-  tools: ToolRegistry;
+/** The deployment's settings the use cases read (the server's Config holds them; README lists each). */
+export interface ServiceSettings {
+  scryptCostLog2: number;
+  defaultRateLimitPerMinute: number;
+  maxRateLimitPerMinute: number;
+  freeAgentLimit: number;
+  proAgentLimit: number;
+  waitCeilingMs: number;
+  duplicateWindowMs: number;
+  idempotencyTtlMs: number;
+  webSessionIdleMinutes: number;
 }
 
-export function createServices({ store, config, engine, brain, tools }: ServiceDeps): Services {
+export interface ServiceDeps {
+  store: Store;
+  config: ServiceSettings;
+  engine: TurnEngine;
+  brain: Brain;
+}
+
+export function createServices({ store, config, engine, brain }: ServiceDeps): Services {
   const accounts = new AccountsService({ store, scryptCostLog2: config.scryptCostLog2 });
   const keys = new KeysService({
     store, defaultRateLimitPerMinute: config.defaultRateLimitPerMinute, maxRateLimitPerMinute: config.maxRateLimitPerMinute,
@@ -44,7 +53,6 @@ export function createServices({ store, config, engine, brain, tools }: ServiceD
     waitCeilingMs: config.waitCeilingMs, duplicateWindowMs: config.duplicateWindowMs, idempotencyTtlMs: config.idempotencyTtlMs,
   });
   const missions = new MissionsService({ store, engine, brain });
-  engine.setHandler(new TurnWorker({ store, brain, tools }));
   const webSessions = new WebSessionsService({ store, idleMinutes: config.webSessionIdleMinutes });
   const loginThrottle = new LoginThrottle(store);
   const housekeeping = new Housekeeping({

@@ -13,7 +13,7 @@ import { localIsoNow } from './clock.ts';
 import { type ContinuationPayload, type JobPayload, payloadOf } from './missions/job-payload.ts';
 import { settleMission } from './missions/lifecycle.ts';
 
-const AGENT_FAILED_TEXT = 'The agent could not process this message.';
+export const AGENT_FAILED_TEXT = 'The agent could not process this message.';
 
 /** How many of the session's latest turns a brain is given as the conversation so far (BrainContext.history). */
 const HISTORY_TURNS = 50;

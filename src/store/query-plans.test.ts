@@ -5,8 +5,8 @@ import { send, transcript } from '../testing/conversation.ts';
 import { API, startTestApp, TEST_DB, type TestApp } from '../testing/harness.ts';
 import { sqliteStatementsSeen } from './node-sqlite-adapter.ts';
 import { requeueAllRunning, requeueExpired } from '../engine/queue-sql.ts';
-import { WebClient } from '../channels/web/web-client.test-helper.ts';
-import { answerOne, askQuestion, decideOne, draftAction, listActions, listQuestions, queueDrained, unique } from '../services/missions/test-helper.ts';
+import { WebClient } from '../testing/web-client.ts';
+import { answerOne, askQuestion, decideOne, draftAction, listActions, listQuestions, queueDrained, unique } from '../testing/missions.ts';
 
 /**
  * Every statement the hot paths (a send, a turn, a poll) and the background work run finds its

@@ -2,6 +2,7 @@ import { dirname, resolve } from 'node:path';
 import { Kysely, SqliteDialect, sql } from 'kysely';
 import { Migrator, type Migration } from 'kysely/migration';
 import pg from 'pg';
+import type { Dialect } from './dialect.ts';
 import type { DB } from './schema.ts';
 import { openNodeSqlite, type SqliteSynchronous } from './node-sqlite-adapter.ts';
 import {
@@ -22,8 +23,6 @@ import * as m005JobsLine from './migrations/005_jobs_line.ts';
 import * as m006MissionsOwner from './migrations/006_missions_owner.ts';
 import * as m007MembershipsRole from './migrations/007_memberships_role.ts';
 import * as m008LoginAttempts from './migrations/008_login_attempts.ts';
-
-export type Dialect = 'sqlite' | 'postgres';
 
 /** The Store port: one Kysely handle over SQLite or PostgreSQL, migrated on open. */
 export interface Store {

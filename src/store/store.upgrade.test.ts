@@ -377,7 +377,7 @@ for (const level of LEVELS) {
 
       // Every row written before the upgrade is still there as written (but what the server was
       // asked to change since: keys' last use, finished jobs, settled missions, the session's clock).
-      const runtime = await createRuntime(testConfig(database), database.pgSchema ? { pgSchema: database.pgSchema } : {});
+      const runtime = await createRuntime({ config: testConfig(database), storeOptions: database.pgSchema ? { pgSchema: database.pgSchema } : {} });
       try {
         const db = runtime.store.db;
         const unchanged: Record<string, { key: string[]; ignore?: string[] }> = {

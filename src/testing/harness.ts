@@ -98,7 +98,7 @@ export function seededDatabase(email: string, agents: number, extraEnv: Record<s
  * `database`: for tests whose server runs as a child process, set up before it starts.
  */
 export async function seedAccount(database: TestDatabase, email: string, agents: number): Promise<{ key: string; agentIds: string[] }> {
-  const runtime = await createRuntime(testConfig(database), database.pgSchema ? { pgSchema: database.pgSchema } : {});
+  const runtime = await createRuntime({ config: testConfig(database), storeOptions: database.pgSchema ? { pgSchema: database.pgSchema } : {} });
   try {
     const user = await runtime.services.accounts.createUser({ email, password: 'a long password', plan: 'pro' });
     const agentIds: string[] = [];
@@ -156,7 +156,9 @@ export async function startTestApp(overrides: Partial<Config> = {}, options: Tes
   const database = options.database ?? (await freshDatabase());
   const ownsDatabase = options.dropDatabaseAtClose ?? !options.database;
   const config = testConfig(database, overrides);
-  const runtime = await createRuntime(config, database.pgSchema ? { pgSchema: database.pgSchema } : {}, undefined, options.tools, options.logWarning);
+  const runtime = await createRuntime({
+    config, storeOptions: database.pgSchema ? { pgSchema: database.pgSchema } : {}, tools: options.tools, logWarning: options.logWarning,
+  });
   const app = await buildApp(runtime, { logger: false });
   await app.ready();
   await runtime.startEngine();

@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { sessionDigest } from '../../services/web-sessions.ts';
 import { startTestApp, type TestApp, withTestApp } from '../../testing/harness.ts';
 import { safeNext } from './context.ts';
-import { WebClient } from './web-client.test-helper.ts';
+import { WebClient } from '../../testing/web-client.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp({ webSessionIdleMinutes: 30 }); });

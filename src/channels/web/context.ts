@@ -1,6 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest, RouteGenericInterface } from 'fastify';
-import type { Config } from '../../config.ts';
 import type { Services } from '../../services/services.ts';
 import type { WebSession } from '../../services/web-sessions.ts';
 import { html, type SafeHtml } from './html.ts';
@@ -18,14 +17,18 @@ declare module 'fastify' {
   }
 }
 
-export const SESSION_COOKIE = 'ac_session';
-export const PRE_COOKIE = 'ac_pre';
-export const FLASH_KEY_COOKIE = 'ac_new_key';
+/** The deployment's settings the pages read (the server's Config holds them). */
+export interface WebSettings {
+  defaultRateLimitPerMinute: number;
+  maxRateLimitPerMinute: number;
+  waitCeilingMs: number;
+  webChatRateLimitPerMinute: number;
+}
 
 /** What every web page reaches services through. */
 export interface WebContext {
   services: Services;
-  config: Config;
+  config: WebSettings;
   /** The API keys' limiter (shared by instances like theirs), which also counts web chat messages per person. */
   rateLimiter: RateLimiter;
   /** Seals what one page hands to the next through a cookie (see flash.ts). */
@@ -97,16 +100,6 @@ export function authed<G extends RouteGenericInterface = RouteGenericInterface>(
 export function wantsJson(request: FastifyRequest): boolean {
   const accept = request.headers.accept ?? '';
   return accept.includes('application/json') && !accept.includes('text/html');
-}
-
-export function cookieOptions(request: FastifyRequest, extra: { maxAge?: number; path?: string } = {}) {
-  return {
-    httpOnly: true,
-    sameSite: 'strict' as const,
-    secure: request.protocol === 'https',
-    path: extra.path ?? '/',
-    ...(extra.maxAge !== undefined ? { maxAge: extra.maxAge } : {}),
-  };
 }
 
 /**

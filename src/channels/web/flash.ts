@@ -1,6 +1,6 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { cookieOptions } from './context.ts';
+import { cookieOptions } from './cookies.ts';
 
 /**
  * Seals small values that a page hands to the next page through a cookie (the new API key on

@@ -3,7 +3,7 @@ import { connect, type AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import { buildApp } from '../../app.ts';
 import { startTestApp, type TestApp } from '../../testing/harness.ts';
-import { signedUpWithAgent, WebClient } from './web-client.test-helper.ts';
+import { signedUpWithAgent, WebClient } from '../../testing/web-client.ts';
 
 /** The web app's own scope (index.ts): its assets, its reading of queries, its forms' guard. */
 let t: TestApp;

@@ -5,8 +5,8 @@ import formbody from '@fastify/formbody';
 import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import { randomBase62 } from '../../domain/ids.ts';
 import { findUnstorableText, Problem, unstorableTextProblem } from '../../domain/problems.ts';
-import type { Runtime } from '../../runtime.ts';
-import { collapseRepeatedParameters, errorPage, formValue, PRE_COOKIE, SESSION_COOKIE, cookieOptions, tokensEqual, wantsJson, type WebContext } from './context.ts';
+import { collapseRepeatedParameters, errorPage, formValue, tokensEqual, wantsJson, type WebContext } from './context.ts';
+import { cookieOptions, PRE_COOKIE, SESSION_COOKIE } from './cookies.ts';
 import { Sealer } from './flash.ts';
 import { accountRoutes } from './pages/account.ts';
 import { keysRoutes } from './pages/keys.ts';
@@ -39,15 +39,12 @@ function loadAsset(name: string, type: string): Asset {
  * encapsulated plugin; its cookie and form-body parsers, hooks and error pages stay inside it,
  * so the API channel keeps its own behaviour (e.g. 415 for form bodies).
  */
-export function webChannel(runtime: Runtime) {
+export function webChannel(deps: Omit<WebContext, 'sealer'>) {
   return async function register(scope: FastifyInstance): Promise<void> {
     const ctx: WebContext = {
-      services: runtime.services,
-      config: runtime.config,
-      rateLimiter: runtime.rateLimiter,
+      ...deps,
       // What one instance seals, another may open: its expiry is by the clock they share.
-      sealer: new Sealer({ key: await runtime.services.webSessions.sealingKey(), now: () => runtime.store.clock.now() }),
-      clock: runtime.store.clock,
+      sealer: new Sealer({ key: await deps.services.webSessions.sealingKey(), now: () => deps.clock.now() }),
     };
     await scope.register(cookie);
     // Room for the longest chat message the server accepts: 32,000 characters of up to 4 bytes,

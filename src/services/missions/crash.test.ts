@@ -6,7 +6,7 @@ import { claimInTransaction, finishJob, getJob, requeueAllRunning } from '../../
 import { startTestApp, type TestApp, withTestApp } from '../../testing/harness.ts';
 import {
   actionState, agentTexts, answerOne, askQuestion, decideOne, draftAction, queueDrained, settledTranscript, transcript, unique,
-} from './test-helper.ts';
+} from '../../testing/missions.ts';
 import { TurnWorker } from '../turn-worker.ts';
 
 /**

@@ -4,7 +4,7 @@ import { newId } from '../../domain/ids.ts';
 import { startTestApp, type TestApp } from '../../testing/harness.ts';
 import {
   agentTexts, answerOne, decideOne, draftAction, listQuestions, queueDrained, sendNoWait, settledTranscript, unique,
-} from './test-helper.ts';
+} from '../../testing/missions.ts';
 
 /**
  * A mission's life: its continuations wait in the agent's one FIFO line like any other work,

@@ -3,7 +3,8 @@ import { enqueueJob, openContinuationPayloads } from '../../engine/queue-sql.ts'
 import type { TurnEngine } from '../../engine/turn-engine.ts';
 import type { UnitOfWork } from '../../engine/unit-of-work.ts';
 import type { Action, DB, MissionStatus, Question } from '../../store/schema.ts';
-import type { Dialect, Store } from '../../store/store.ts';
+import type { Dialect } from '../../store/dialect.ts';
+import type { Store } from '../../store/store.ts';
 import { localIsoNow } from '../clock.ts';
 import type { ContinuationPayload } from './job-payload.ts';
 

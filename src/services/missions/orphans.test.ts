@@ -6,7 +6,7 @@ import { claimInTransaction, finishJob } from '../../engine/queue-sql.ts';
 import { startTestApp, type TestApp, withTestApp } from '../../testing/harness.ts';
 import {
   actionState, askQuestion, decideOne, answerOne, draftAction, listActions, listQuestions, memberOfOwnersWorkspace, queueDrained, unique,
-} from './test-helper.ts';
+} from '../../testing/missions.ts';
 import { TurnWorker } from '../turn-worker.ts';
 
 /**

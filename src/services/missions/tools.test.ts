@@ -4,7 +4,7 @@ import { ToolRegistry } from '../../brains/tools.ts';
 import { startTestApp, type TestApp } from '../../testing/harness.ts';
 import {
   actionState, agentTexts, decideOne, draftAction, listActions, queueDrained, send, settledTranscript, unique,
-} from './test-helper.ts';
+} from '../../testing/missions.ts';
 
 /**
  * The tool registry decides what a drafted action needs (issue: needsPermission was never

@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import type { Dialect } from '../store.ts';
+import type { Dialect } from '../dialect.ts';
 
 /** The first schema: accounts, keys, conversations, the work queue and missions. */
 export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {

@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import type { Dialect } from '../store.ts';
+import type { Dialect } from '../dialect.ts';
 
 /**
  * PostgreSQL only: the shared rate-limit log (src/ratelimit/postgres.ts). One row per key that

@@ -2,7 +2,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { nextTs } from '../../domain/turn-clock.ts';
 import type { DB, TurnRole } from '../schema.ts';
 import { prepared } from '../prepared.ts';
-import type { Dialect } from '../store.ts';
+import type { Dialect } from '../dialect.ts';
 
 export interface AppendedTurn {
   id: number;

@@ -4,6 +4,7 @@ import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { Problem } from '../../../domain/problems.ts';
 import { isStoreUnavailable, storeOutageFields } from '../../../store/unavailable.ts';
+import { bodyNotJson, bodyTooLarge } from '../../json-body.ts';
 import { PROBLEM_CONTENT_TYPE, problemBody, sendProblem } from '../problem-reply.ts';
 import { rateLimitHeaderLines } from './auth.ts';
 
@@ -70,10 +71,6 @@ export function clientErrorProblem(this: FastifyInstance, error: NodeJS.ErrnoExc
 }
 
 const noRoute = (request: FastifyRequest) => new Problem('not_found', `No route ${request.method} ${request.url.split('?')[0]}.`);
-
-/** The body problems, whichever check finds them (Fastify's reader, or the API's judge of a GET's body). */
-export const bodyTooLarge = () => new Problem('payload_too_large', 'The body is larger than 1 MiB.');
-export const bodyNotJson = () => new Problem('unsupported_media_type', 'Send the body as application/json.');
 
 export function toProblem(error: FastifyError | Error): Problem {
   if (error instanceof Problem) return error;

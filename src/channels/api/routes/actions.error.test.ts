@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { decideOne, draftAction, listActions, postDecisions, settledTranscript, agentTexts, unique } from '../../../services/missions/test-helper.ts';
+import { decideOne, draftAction, listActions, postDecisions, settledTranscript, agentTexts, unique } from '../../../testing/missions.ts';
 import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
 
 let t: TestApp;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import {
   agentTexts, decideOne, draftAction, listActions, memberOfOwnersWorkspace, postDecisions, settledTranscript, unique,
-} from '../../../services/missions/test-helper.ts';
+} from '../../../testing/missions.ts';
 import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
 
 let t: TestApp;

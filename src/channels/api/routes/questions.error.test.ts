@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { agentTexts, answerOne, askQuestion, listQuestions, postAnswers, settledTranscript, transcript, unique } from '../../../services/missions/test-helper.ts';
+import { agentTexts, answerOne, askQuestion, listQuestions, postAnswers, settledTranscript, transcript, unique } from '../../../testing/missions.ts';
 import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
 
 let t: TestApp;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import {
   agentTexts, answerOne, askQuestion, listQuestions, memberOfOwnersWorkspace, postAnswers, send, settledTranscript, transcript, unique,
-} from '../../../services/missions/test-helper.ts';
+} from '../../../testing/missions.ts';
 import { newId } from '../../../domain/ids.ts';
 import { startTestApp, type TestApp } from '../../../testing/harness.ts';
 

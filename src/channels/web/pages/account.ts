@@ -2,9 +2,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Problem, type FieldError } from '../../../domain/problems.ts';
 import { EmailSchema } from '../../../domain/email.ts';
 import { PasswordSchema } from '../../../services/accounts.ts';
-import {
-  cookieOptions, formValue, PRE_COOKIE, render, safeNext, SESSION_COOKIE, type WebContext,
-} from '../context.ts';
+import { formValue, render, safeNext, type WebContext } from '../context.ts';
+import { cookieOptions, PRE_COOKIE, SESSION_COOKIE } from '../cookies.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { csrfField, field, notice, ruleError, type FieldErrors } from '../layout.ts';
 import { waitingOnYou } from './conversations.ts';

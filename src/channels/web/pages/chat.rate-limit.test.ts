@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startTestApp, withTestApp, type TestApp } from '../../../testing/harness.ts';
-import { signedUpWithAgent } from '../web-client.test-helper.ts';
+import { signedUpWithAgent } from '../../../testing/web-client.ts';
 
 /** WEB_CHAT_RATE_LIMIT_PER_MINUTE: messages a signed-in person may send a minute through the chat. */
 const LIMIT = 3;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
-import { signedUpWithAgent, WebClient } from '../web-client.test-helper.ts';
+import { signedUpWithAgent, WebClient } from '../../../testing/web-client.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp(); });

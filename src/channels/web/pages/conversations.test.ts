@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import { newId } from '../../../domain/ids.ts';
 import { appendTurn } from '../../../store/repos/transcript.ts';
 import { startTestApp, type TestApp } from '../../../testing/harness.ts';
-import { WebClient } from '../web-client.test-helper.ts';
+import { WebClient } from '../../../testing/web-client.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp(); });

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { API, startTestApp, type TestApp, type TestUser } from '../../../testing/harness.ts';
-import { WebClient } from '../web-client.test-helper.ts';
-import { memberOfOwnersWorkspace } from '../../../services/missions/test-helper.ts';
+import { WebClient } from '../../../testing/web-client.ts';
+import { memberOfOwnersWorkspace } from '../../../testing/missions.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp(); });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
-import { WebClient } from '../web-client.test-helper.ts';
+import { WebClient } from '../../../testing/web-client.ts';
 import { REVOKED_KEYS_SHOWN } from './keys.ts';
 
 let t: TestApp;

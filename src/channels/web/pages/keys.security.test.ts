@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { API, startTestApp, withTestApp, type TestApp } from '../../../testing/harness.ts';
-import { setCookieLines, WebClient } from '../web-client.test-helper.ts';
+import { setCookieLines, WebClient } from '../../../testing/web-client.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp(); });

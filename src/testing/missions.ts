@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { sql } from 'kysely';
 import type { LightMyRequestResponse } from 'fastify';
-import { API, type TestApp, type TestUser } from '../../testing/harness.ts';
+import { API, type TestApp, type TestUser } from './harness.ts';
 
 /**
  * Helpers for the missions tests (contract §5, §6), all through the real HTTP API: send a

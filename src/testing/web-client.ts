@@ -1,5 +1,5 @@
 import type { LightMyRequestResponse } from 'fastify';
-import type { TestApp } from '../../testing/harness.ts';
+import type { TestApp } from './harness.ts';
 
 // Each client is its own machine unless told otherwise: a loopback address of its own, so that
 // the per-IP sign-up and log-in throttles of one test file do not add up across its tests.
