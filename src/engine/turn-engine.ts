@@ -155,8 +155,11 @@ export class TurnEngine {
     if (event.type === 'job_done') {
       this.wakeWaiters(event.jobId);
       this.slotFreed();
-    } else {
+    } else if (event.type === 'job_enqueued') {
       this.kick();
+    } else if (event.type === 'job_cancelled') {
+      // Its outcome is written already (the cancel's): the run here only has to stop.
+      this.active.get(event.jobId)?.controller.abort();
     }
   };
 
