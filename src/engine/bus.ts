@@ -5,10 +5,17 @@ import pg from 'pg';
 import { BoundedWaitClient, notifyAtCommit } from '../store/postgres-dialect.ts';
 import type { DB } from '../store/schema.ts';
 
-/** What instances tell each other: a job was enqueued (wake a runner) or finished (wake its waiter). */
+/**
+ * What instances tell each other: a job was enqueued (wake a runner), finished (wake its
+ * waiter) or cancelled (stop its run); a turn was written to a session, or events to people's
+ * feeds (wake the requests held on them).
+ */
 export type BusEvent =
   | { type: 'job_enqueued'; agentId: string }
-  | { type: 'job_done'; jobId: number };
+  | { type: 'job_done'; jobId: number }
+  | { type: 'job_cancelled'; jobId: number }
+  | { type: 'session_turn'; sessionId: string }
+  | { type: 'feed'; userIds: string[] };
 
 /**
  * The Bus port. `stage` runs inside the transaction that makes the event true; `committed`

@@ -3,7 +3,8 @@ import type { DB } from '../store/schema.ts';
 import { runFixedStatement, sqliteTransactionOpen } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
 import type { Bus } from './bus.ts';
-import { UnitRun, type RepeatableWork } from './unit-of-work.ts';
+import { recordEvents } from '../store/repos/events.ts';
+import { UnitRun, type FeedOutbox, type RepeatableWork } from './unit-of-work.ts';
 
 type BatchOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 /** Batches run with a savepoint per unit after one had to be replayed (see runBatch). */
@@ -21,6 +22,7 @@ export class Transactions {
   private readonly batch: Array<{ work: RepeatableWork<unknown>; resolve(value: unknown): void; reject(error: unknown): void }> = [];
   private flushing = false;
   private savepointBatchesLeft = 0;
+  private readonly outbox: FeedOutbox = (db, events) => recordEvents(db, this.store.dialect, events, new Date(this.store.clock.now()).toISOString());
   /** Grouped transactions (SQLite) run, and how many of them had to run again unit by unit. */
   readonly stats = { batches: 0, replays: 0 };
 
@@ -48,7 +50,12 @@ export class Transactions {
   private async transactAlone<T>(work: RepeatableWork<T>): Promise<T> {
     let unit: UnitRun | undefined;
     try {
-      const result = await this.store.db.transaction().execute((trx) => work(unit = this.newUnit(trx)));
+      const result = await this.store.db.transaction().execute(async (trx) => {
+        unit = this.newUnit(trx);
+        const value = await work(unit);
+        await unit.finish();
+        return value;
+      });
       unit!.committed();
       return result;
     } catch (error) {
@@ -110,7 +117,9 @@ export class Transactions {
       const unit = this.newUnit(trx);
       units.push(unit);
       try {
-        outcomes.push({ ok: true, value: await item.work(unit) });
+        const value = await item.work(unit);
+        await unit.finish();
+        outcomes.push({ ok: true, value });
       } catch (error) {
         await trx.rollback().execute().catch(() => {});
         for (const ran of units) ran.rolledBack();
@@ -134,6 +143,7 @@ export class Transactions {
         await runFixedStatement(trx, `savepoint ${name}`);
         try {
           const value = await item.work(units[i]!);
+          await units[i]!.finish();
           await runFixedStatement(trx, `release ${name}`);
           outcomes.push({ ok: true, value });
         } catch (error) {
@@ -160,7 +170,7 @@ export class Transactions {
   }
 
   private newUnit(trx: Transaction<DB>): UnitRun {
-    return new UnitRun(trx, this.bus, (error) => this.onError(error, 'transaction hook'));
+    return new UnitRun(trx, this.bus, this.outbox, (error) => this.onError(error, 'transaction hook'));
   }
 
   /** The batch's transaction, or null when it could not start (then every unit was told why). */

@@ -108,8 +108,11 @@ export class TurnEngine {
     if (event.type === 'job_done') {
       this.systems.waiting.wake(event.jobId);
       this.systems.claiming.scanIfWorkMayBeQueued();
-    } else {
+    } else if (event.type === 'job_enqueued') {
       void this.systems.claiming.lookForWork();
+    } else if (event.type === 'job_cancelled') {
+      // Its outcome is written already (the cancel's): the run here only has to stop.
+      this.shared.slots.abort(event.jobId);
     }
   };
 

@@ -1,6 +1,10 @@
 import type { Transaction } from 'kysely';
+import type { NewFeedEvent } from '../domain/feed-events.ts';
 import type { DB } from '../store/schema.ts';
 import type { Bus, BusEvent } from './bus.ts';
+
+/** Records the feed's events in the transaction (see store/repos/events.ts). */
+export type FeedOutbox = (db: Transaction<DB>, events: readonly NewFeedEvent[]) => Promise<void>;
 
 /**
  * What a unit of work sees inside its transaction. Whatever it does outside the database goes
@@ -9,8 +13,12 @@ import type { Bus, BusEvent } from './bus.ts';
  */
 export interface UnitOfWork {
   readonly db: Transaction<DB>;
-  /** Tells every instance of `event` once the transaction has committed (the same event twice is told once). */
-  publish(event: BusEvent): Promise<void>;
+  /**
+   * A feed event (§9.3) is recorded in the transaction, for its recipients to read, and wakes
+   * whoever waits on their feeds; a bus event only wakes (runners, waiting requests). Either is
+   * told to every instance once the transaction has committed, the same event twice once.
+   */
+  publish(event: BusEvent | NewFeedEvent): Promise<void>;
   afterCommit(fn: () => void): void;
   onRollback(fn: () => void): void;
 }
@@ -29,25 +37,42 @@ export class UnitRun implements UnitOfWork {
   // Keyed by content: a unit that publishes the same event twice (a decision enqueuing one
   // agent's continuations, say) delivers it once; wake-ups say nothing more the second time.
   private readonly events = new Map<string, BusEvent>();
+  private readonly feed: NewFeedEvent[] = [];
   private readonly commitFns: Array<() => void> = [];
   private readonly rollbackFns: Array<() => void> = [];
   private readonly bus: Bus;
+  private readonly outbox: FeedOutbox;
   private readonly onError: (error: unknown) => void;
   private settled = false;
 
   /** `onError` hears of a callback that threw: the others still run, and every caller is still answered. */
-  constructor(db: Transaction<DB>, bus: Bus, onError: (error: unknown) => void) {
+  constructor(db: Transaction<DB>, bus: Bus, outbox: FeedOutbox, onError: (error: unknown) => void) {
     this.db = db;
     this.bus = bus;
+    this.outbox = outbox;
     this.onError = onError;
   }
 
-  /** Records the event for delivery after commit, and lets the bus stage it in the transaction (NOTIFY). */
-  async publish(event: BusEvent): Promise<void> {
+  async publish(event: BusEvent | NewFeedEvent): Promise<void> {
+    if ('recipients' in event) {
+      this.feed.push(event);
+      return;
+    }
     const key = JSON.stringify(event);
     if (this.events.has(key)) return;
     this.events.set(key, event);
     await this.bus.stage(this.db, event);
+  }
+
+  /**
+   * The unit's last work in its transaction: its feed events written, and their recipients'
+   * readers told at commit. Last, so that the outbox's locks (PostgreSQL) are held for the
+   * commit alone.
+   */
+  async finish(): Promise<void> {
+    if (this.feed.length === 0) return;
+    await this.outbox(this.db, this.feed);
+    await this.publish({ type: 'feed', userIds: [...new Set(this.feed.flatMap((event) => event.recipients))].sort() });
   }
 
   afterCommit(fn: () => void): void {

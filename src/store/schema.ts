@@ -23,6 +23,18 @@ export interface DB {
   questions: QuestionsTable;
   web_sessions: WebSessionsTable;
   instance_secrets: InstanceSecretsTable;
+  events: EventsTable;
+}
+
+/** The event feed's outbox: one row per event and person who may see it (see repos/events.ts). */
+export interface EventsTable {
+  id: Generated<number>; // the event's position in the feed
+  recipient_user_id: string;
+  type: string;
+  session_id: string;
+  agent_id: string;
+  data: string; // JSON
+  created_at: string;
 }
 
 export type Plan = 'free' | 'pro';

@@ -1,0 +1,52 @@
+/**
+ * The event feed's vocabulary (contract §9.3): what each event type carries, and how an event's
+ * id is written. An event id is `evt_` and the event's position in the feed: positions only
+ * grow, so a cursor compares as a number.
+ */
+
+export const FEED_EVENT_TYPES = [
+  'turn.completed', 'turn.failed', 'turn.cancelled',
+  'action.pending', 'action.settled',
+  'question.opened', 'question.answered', 'question.closed',
+] as const;
+export type FeedEventType = typeof FEED_EVENT_TYPES[number];
+
+/** Each type's `data`. */
+export interface FeedEventData {
+  'turn.completed': { text: string; ts: string };
+  'turn.failed': { text: string; ts: string; error: string };
+  'turn.cancelled': { ts: string };
+  'action.pending': { operation_id: string; kind: string; summary: string };
+  'action.settled': { operation_id: string; outcome: 'approved' | 'rejected' | 'cancelled' };
+  'question.opened': { request_id: string; text: string; answer_type: string; asked_of: string };
+  'question.answered': { request_id: string };
+  'question.closed': { request_id: string };
+}
+
+/**
+ * An event as a change records it: `recipients` are the people whose feeds show it (the
+ * session's owner; for a question put to someone else, that person too).
+ */
+export type NewFeedEvent = {
+  [T in FeedEventType]: { type: T; sessionId: string; agentId: string; recipients: readonly string[]; data: FeedEventData[T] }
+}[FeedEventType];
+
+/** An event as the feed shows it (§9.3). */
+export interface FeedEvent {
+  id: string;
+  type: FeedEventType;
+  created_at: string;
+  session_id: string;
+  agent_id: string;
+  data: FeedEventData[FeedEventType];
+}
+
+const EVENT_ID = /^evt_([1-9][0-9]{0,14})$/;
+
+export const eventIdOf = (position: number): string => `evt_${position}`;
+
+/** The position an event id names, or null for a string that is no event id. */
+export function positionOf(eventId: string): number | null {
+  const match = EVENT_ID.exec(eventId);
+  return match ? Number(match[1]) : null;
+}
