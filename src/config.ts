@@ -20,6 +20,8 @@ export interface Config {
   waitCeilingMs: number;
   duplicateWindowMs: number;
   idempotencyTtlMs: number;
+  /** How long the event feed keeps events (EVENT_RETENTION_HOURS). */
+  eventRetentionMs: number;
   defaultRateLimitPerMinute: number;
   maxRateLimitPerMinute: number;
   /** Messages a signed-in person may send a minute through the web chat (the API's keys have their own). */
@@ -200,6 +202,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     waitCeilingMs: int(env, 'WAIT_CEILING_MS', 25_000, 0, 600_000),
     duplicateWindowMs: int(env, 'DUPLICATE_WINDOW_MS', 10_000, 0, 3_600_000),
     idempotencyTtlMs: int(env, 'IDEMPOTENCY_TTL_HOURS', 24, 1, 24 * 30) * 3_600_000,
+    eventRetentionMs: int(env, 'EVENT_RETENTION_HOURS', 168, 1, 24 * 365) * 3_600_000,
     defaultRateLimitPerMinute: int(env, 'DEFAULT_RATE_LIMIT_PER_MINUTE', 60, 1, maxRateLimitPerMinute, 'MAX_RATE_LIMIT_PER_MINUTE'),
     maxRateLimitPerMinute,
     webChatRateLimitPerMinute: int(env, 'WEB_CHAT_RATE_LIMIT_PER_MINUTE', 60, 1, maxRateLimitPerMinute, 'MAX_RATE_LIMIT_PER_MINUTE'),

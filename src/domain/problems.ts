@@ -17,6 +17,7 @@ export const PROBLEMS = {
   workspace_not_found: { status: 404, title: 'Workspace not found' },
   not_found: { status: 404, title: 'Not found' },
   idempotency_key_in_use: { status: 409, title: 'Idempotency key in use' },
+  cursor_expired: { status: 410, title: 'Cursor expired' },
   // The docs' static files only (conditional and range requests that cannot be met).
   precondition_failed: { status: 412, title: 'Precondition failed' },
   payload_too_large: { status: 413, title: 'Payload too large' },
@@ -28,6 +29,7 @@ export const PROBLEMS = {
   idempotency_key_reused: { status: 422, title: 'Idempotency key reused' },
   validation_failed: { status: 422, title: 'Validation failed' },
   rate_limited: { status: 429, title: 'Too many requests' },
+  too_many_streams: { status: 429, title: 'Too many streams' },
   agent_failed: { status: 502, title: 'Agent failed' },
   internal_error: { status: 500, title: 'Internal server error' },
   service_unavailable: { status: 503, title: 'Service unavailable' },

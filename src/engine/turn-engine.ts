@@ -9,6 +9,7 @@ import { RunObservers } from './systems/observers.ts';
 import { RunnerState, type EngineResources } from './systems/resources.ts';
 import { RunningSystem } from './systems/running.ts';
 import { Slots } from './systems/slots.ts';
+import { Wakeups } from './wakeups.ts';
 import { WaitingSystem } from './systems/waiters.ts';
 import { Transactions } from './transactions.ts';
 import type { RepeatableWork, UnitOfWork } from './unit-of-work.ts';
@@ -52,11 +53,14 @@ export class TurnEngine {
   private readonly stopController = new AbortController();
   /** Aborted as the engine starts to stop: work outside a turn (a judge's model call) gives up then. */
   readonly stopSignal: AbortSignal = this.stopController.signal;
+  /** Requests held on a session's next turn or a person's next event (long-polls, streams). */
+  readonly wakeups: Wakeups;
 
   constructor(options: TurnEngineOptions) {
     const { store, bus, instanceId, perAgent, concurrency, leaseMs, pollMs = 1000, maxAttempts = 5, onError } = options;
     const report = (error: unknown, context: string) => onError?.(error, context);
     this.pollMs = pollMs;
+    this.wakeups = new Wakeups(bus);
     this.transactions = new Transactions(store, bus, report);
     const transactions = this.transactions;
     this.shared = {

@@ -1,5 +1,6 @@
 import { sweepIdleRateLimits } from '../ratelimit/postgres.ts';
 import type { Store } from '../store/store.ts';
+import type { FeedService } from './feed.ts';
 import type { LoginThrottle } from './login-throttle.ts';
 import type { MissionsService } from './missions/index.ts';
 import type { WebSessionsService } from './web-sessions.ts';
@@ -8,14 +9,14 @@ import type { WebSessionsService } from './web-sessions.ts';
  * Periodic clean-up, so that nothing needs babysitting: expired idempotency records,
  * duplicate-window claims, web app sessions that are over (idle too long, or past their end;
  * nobody may come back to delete them on sight) and log-in attempts out of their window are
- * deleted, so are (on PostgreSQL) the rate-limit rows of idle keys, and missions nobody can
+ * deleted, so are events past their retention and (on PostgreSQL) the rate-limit rows of idle keys, and missions nobody can
  * settle any more are closed.
  */
 export class Housekeeping {
   private timer: NodeJS.Timeout | null = null;
   /** The run under way, if any: a tick never starts a second one, and stop() waits for it. */
   private running: Promise<unknown> | null = null;
-  private readonly deps: { store: Store; missions: MissionsService; webSessions: WebSessionsService; loginThrottle: LoginThrottle; idempotencyTtlMs: number; duplicateWindowMs: number };
+  private readonly deps: { store: Store; missions: MissionsService; feed: FeedService; webSessions: WebSessionsService; loginThrottle: LoginThrottle; idempotencyTtlMs: number; duplicateWindowMs: number };
 
   constructor(deps: Housekeeping['deps']) {
     this.deps = deps;
@@ -38,7 +39,7 @@ export class Housekeeping {
   }
 
   /** `now` by the store's clock, which the records' times were written by, whichever instance wrote them. */
-  async runOnce(now = this.deps.store.clock.now()): Promise<{ idempotencyKeys: number; recentMessages: number; rateLimitRows: number; webSessions: number; loginAttempts: number } & Awaited<ReturnType<MissionsService['sweep']>>> {
+  async runOnce(now = this.deps.store.clock.now()): Promise<{ idempotencyKeys: number; recentMessages: number; rateLimitRows: number; webSessions: number; loginAttempts: number; events: number } & Awaited<ReturnType<MissionsService['sweep']>>> {
     const { db } = this.deps.store;
     const keys = await db.deleteFrom('idempotency_keys')
       .where('created_at', '<', new Date(now - this.deps.idempotencyTtlMs).toISOString()).executeTakeFirst();
@@ -51,6 +52,7 @@ export class Housekeeping {
     const webSessions = await this.deps.webSessions.sweep(new Date(now));
     const loginAttempts = await this.deps.loginThrottle.sweep(now);
     const missions = await this.deps.missions.sweep();
-    return { idempotencyKeys: Number(keys.numDeletedRows), recentMessages: Number(recent.numDeletedRows), rateLimitRows, webSessions, loginAttempts, ...missions };
+    const events = await this.deps.feed.purgeExpired(now);
+    return { idempotencyKeys: Number(keys.numDeletedRows), recentMessages: Number(recent.numDeletedRows), rateLimitRows, webSessions, loginAttempts, events, ...missions };
   }
 }

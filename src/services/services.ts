@@ -4,6 +4,7 @@ import type { Store } from '../store/store.ts';
 import { AccountsService } from './accounts.ts';
 import { AgentsService } from './agents.ts';
 import { ConversationsService } from './conversations/index.ts';
+import { FeedService } from './feed.ts';
 import { KeysService } from './keys.ts';
 import { LoginThrottle } from './login-throttle.ts';
 import { Housekeeping } from './housekeeping.ts';
@@ -17,6 +18,7 @@ export interface Services {
   agents: AgentsService;
   conversations: ConversationsService;
   missions: MissionsService;
+  feed: FeedService;
   webSessions: WebSessionsService;
   loginThrottle: LoginThrottle;
   housekeeping: Housekeeping;
@@ -32,6 +34,7 @@ export interface ServiceSettings {
   waitCeilingMs: number;
   duplicateWindowMs: number;
   idempotencyTtlMs: number;
+  eventRetentionMs: number;
   webSessionIdleMinutes: number;
 }
 
@@ -53,10 +56,11 @@ export function createServices({ store, config, engine, brain }: ServiceDeps): S
     waitCeilingMs: config.waitCeilingMs, duplicateWindowMs: config.duplicateWindowMs, idempotencyTtlMs: config.idempotencyTtlMs,
   });
   const missions = new MissionsService({ store, engine, brain });
+  const feed = new FeedService({ store, wakeups: engine.wakeups, retentionMs: config.eventRetentionMs });
   const webSessions = new WebSessionsService({ store, idleMinutes: config.webSessionIdleMinutes });
   const loginThrottle = new LoginThrottle(store);
   const housekeeping = new Housekeeping({
-    store, missions, webSessions, loginThrottle, idempotencyTtlMs: config.idempotencyTtlMs, duplicateWindowMs: config.duplicateWindowMs,
+    store, missions, feed, webSessions, loginThrottle, idempotencyTtlMs: config.idempotencyTtlMs, duplicateWindowMs: config.duplicateWindowMs,
   });
-  return { accounts, keys, agents, conversations, missions, webSessions, loginThrottle, housekeeping };
+  return { accounts, keys, agents, conversations, missions, feed, webSessions, loginThrottle, housekeeping };
 }

@@ -5,11 +5,11 @@ import { newId } from '../domain/ids.ts';
 import { enqueueJob, isOpen } from '../engine/queue-sql.ts';
 import type { UnitOfWork } from '../engine/unit-of-work.ts';
 import type { Finisher, JobHandler } from '../engine/turn-engine.ts';
-import { appendTurn, appendTurnIfSessionExists } from '../store/repos/transcript.ts';
 import type { Job } from '../store/schema.ts';
 import type { Store } from '../store/store.ts';
 import { isoNowOf } from '../store/shared-clock.ts';
 import { localIsoNow } from './clock.ts';
+import { writeAgentTurn } from './turns.ts';
 import { type ContinuationPayload, type JobPayload, payloadOf } from './missions/job-payload.ts';
 import { settleMission } from './missions/lifecycle.ts';
 
@@ -64,7 +64,7 @@ export class TurnWorker implements JobHandler {
     return async (tx) => {
       // The session may be gone (that may be why the job failed): then there is no turn to write,
       // but the action and the mission still reach a final state.
-      const turn = await appendTurnIfSessionExists(tx.db, this.store.dialect, { sessionId: job.session_id, role: 'agent', text: detail, error: 'agent_failed', jobId: job.id });
+      const turn = await writeAgentTurn(tx, this.store.dialect, job, detail, 'agent_failed');
       if (payload.kind === 'action_approved') {
         await tx.db.updateTable('actions').set({ status: 'failed' })
           .where('id', '=', payload.operationId).where('status', 'in', ['approved', 'executing']).execute();
@@ -135,7 +135,8 @@ export class TurnWorker implements JobHandler {
   private async record(tx: UnitOfWork, job: Job, payload: JobPayload, result: BrainResult) {
     // By the shared clock: pending actions and open questions are listed oldest first, whichever instance drafted them.
     const now = isoNowOf(this.store.clock);
-    const turn = await appendTurn(tx.db, this.store.dialect, { sessionId: job.session_id, role: 'agent', text: result.reply, jobId: job.id });
+    const turn = await writeAgentTurn(tx, this.store.dialect, job, result.reply);
+    if (!turn) throw new Error(`session ${job.session_id} does not exist`);
     if (payload.kind === 'action_approved') {
       await tx.db.updateTable('actions').set({ status: 'done' })
         .where('id', '=', payload.operationId).where('status', 'in', ['approved', 'executing']).execute();
@@ -173,6 +174,12 @@ export class TurnWorker implements JobHandler {
         ...common, id: a.operationId, kind: a.kind, summary: a.summary, details: JSON.stringify(a.details),
         status: needsPermission ? 'pending' : 'approved', decision: null, reason: null, decided_at: needsPermission ? null : now,
       }).execute();
+      if (needsPermission) {
+        await tx.publish({
+          type: 'action.pending', sessionId: job.session_id, agentId: job.agent_id, recipients: [job.user_id],
+          data: { operation_id: a.operationId, kind: a.kind, summary: a.summary },
+        });
+      }
       if (!needsPermission) {
         // Nobody is asked: its continuation goes into the agent's line now, as an approval's would.
         await enqueueJob(tx, this.store, {
@@ -183,19 +190,22 @@ export class TurnWorker implements JobHandler {
     }
     if (result.question) {
       const q = result.question;
+      const askedOf = q.askedOfUserId ?? job.user_id;
       await tx.db.insertInto('questions').values({
-        ...common, id: q.requestId, asked_of: q.askedOfUserId ?? job.user_id, text: q.text, answer_type: q.answerType,
+        ...common, id: q.requestId, asked_of: askedOf, text: q.text, answer_type: q.answerType,
         status: 'open', answer: null, answered_at: null,
       }).execute();
+      await tx.publish({
+        type: 'question.opened', sessionId: job.session_id, agentId: job.agent_id, recipients: [job.user_id, askedOf],
+        data: { request_id: q.requestId, text: q.text, answer_type: q.answerType, asked_of: askedOf },
+      });
     }
   }
 
   /** A continuation whose action, question or mission was removed or closed: close the mission, say so once. */
   private closeMission(job: Job, payload: JobPayload): Finisher {
     return async (tx) => {
-      const turn = await appendTurnIfSessionExists(tx.db, this.store.dialect, {
-        sessionId: job.session_id, role: 'agent', text: 'This task was closed: what it waited for no longer exists.', jobId: job.id,
-      });
+      const turn = await writeAgentTurn(tx, this.store.dialect, job, 'This task was closed: what it waited for no longer exists.');
       if (payload.kind === 'action_approved') {
         await tx.db.updateTable('actions').set({ status: 'closed' }).where('id', '=', payload.operationId).where('status', '=', 'approved').execute();
       }

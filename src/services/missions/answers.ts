@@ -127,6 +127,10 @@ async function settleAnswer(deps: AnswersDeps, { question, text }: AcceptedAnswe
       return now?.status === 'answered' ? alreadyAnswered(requestId) : questionNotFound(requestId);
     }
     await continueMission(tx, deps.store, question, { kind: 'question_answered', missionId: question.mission_id, requestId, answer: text });
+    await tx.publish({
+      type: 'question.answered', sessionId: question.session_id, agentId: question.agent_id,
+      recipients: [question.owner_user_id, question.asked_of], data: { request_id: requestId },
+    });
     return { request_id: requestId, ok: true, accepted: true } satisfies AnswerResult;
   });
 }

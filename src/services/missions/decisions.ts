@@ -1,6 +1,7 @@
 import type { Transaction } from 'kysely';
 import { looksLikeId } from '../../domain/ids.ts';
-import type { DB } from '../../store/schema.ts';
+import type { UnitOfWork } from '../../engine/unit-of-work.ts';
+import type { Action, DB } from '../../store/schema.ts';
 import { localIsoNow } from '../clock.ts';
 import { closeIfOrphaned, continueMission, LIVE_MISSION, lockActionsInIdOrder, type MissionsDeps } from './lifecycle.ts';
 import { type Decision, DecisionEntrySchema, type DecisionResult, type DecisionResults, stringField } from './schemas.ts';
@@ -79,13 +80,23 @@ async function decideOne(deps: MissionsDeps, userId: string, entry: unknown): Pr
     await continueMission(tx, deps.store, action, approve
       ? { kind: 'action_approved', missionId: action.mission_id, operationId: action.id }
       : { kind: 'action_rejected', missionId: action.mission_id, operationId: action.id, reason });
+    await tellSettled(tx, action, approve ? 'approved' : 'rejected');
     const alsoApproved: string[] = [];
     for (const sibling of siblings) {
       if (!(await settleAction(tx.db, sibling.id, 'approved', decision, null))) continue;
       await continueMission(tx, deps.store, sibling, { kind: 'action_approved', missionId: sibling.mission_id, operationId: sibling.id });
+      await tellSettled(tx, sibling, 'approved');
       alsoApproved.push(sibling.id);
     }
     return { operation_id: operationId, ok: true, outcome: approve ? 'approved' : 'rejected', also_approved: alsoApproved } satisfies DecisionResult;
+  });
+}
+
+/** The owner's feed hears that the action is settled (§9.3 `action.settled`). */
+function tellSettled(tx: UnitOfWork, action: Action, outcome: 'approved' | 'rejected'): Promise<void> {
+  return tx.publish({
+    type: 'action.settled', sessionId: action.session_id, agentId: action.agent_id, recipients: [action.owner_user_id],
+    data: { operation_id: action.id, outcome },
   });
 }
 

@@ -96,19 +96,44 @@ export async function closeOrphanedMissions(deps: MissionsDeps, scope: { mission
   if (orphans.length === 0) return 0;
   const ids = orphans.map((o) => o.id);
   return deps.engine.transact(async (tx) => {
-    // Actions, then questions, then missions: the order every settling transaction locks in.
-    const closable = await tx.db.selectFrom('actions').select('id')
-      .where('mission_id', 'in', ids).where('status', 'in', ['pending', 'approved']).execute();
-    await lockActionsInIdOrder(tx.db, deps.store.dialect, closable.map((a) => a.id));
-    // An action already executing is left to finish; anything still waiting on a person is closed.
-    await tx.db.updateTable('actions').set({ status: 'closed' })
-      .where('mission_id', 'in', ids).where('status', 'in', ['pending', 'approved']).execute();
-    await tx.db.updateTable('questions').set({ status: 'closed' })
-      .where('mission_id', 'in', ids).where('status', '=', 'open').execute();
+    await closeWaitingItems(tx, deps.store.dialect, ids);
     const closed = await tx.db.updateTable('missions').set({ status: 'closed', updated_at: localIsoNow() })
       .where('id', 'in', ids).where('status', 'in', LIVE_MISSION).executeTakeFirst();
     return Number(closed.numUpdatedRows);
   });
+}
+
+/**
+ * Closes what the missions wait on: their pending and approved actions and their open
+ * questions (an action already executing is left to finish). A pending action is told as
+ * settled (`cancelled`), a question as closed. Actions, then questions: the order every
+ * settling transaction locks in; the missions themselves are the caller's to close next.
+ */
+export async function closeWaitingItems(tx: UnitOfWork, dialect: Dialect, missionIds: string[]): Promise<void> {
+  if (missionIds.length === 0) return;
+  const closable = await tx.db.selectFrom('actions').select('id')
+    .where('mission_id', 'in', missionIds).where('status', 'in', ['pending', 'approved']).execute();
+  await lockActionsInIdOrder(tx.db, dialect, closable.map((a) => a.id));
+  // The rows this transaction changed, as they were: only those are told (a decision may have come first).
+  const actions = await tx.db.updateTable('actions').set({ status: 'closed' })
+    .where('mission_id', 'in', missionIds).where('status', 'in', ['pending', 'approved'])
+    .returning(['id', 'session_id', 'agent_id', 'owner_user_id', 'decided_at']).execute();
+  for (const action of actions) {
+    if (action.decided_at !== null) continue; // approved already: it was settled then
+    await tx.publish({
+      type: 'action.settled', sessionId: action.session_id, agentId: action.agent_id, recipients: [action.owner_user_id],
+      data: { operation_id: action.id, outcome: 'cancelled' },
+    });
+  }
+  const questions = await tx.db.updateTable('questions').set({ status: 'closed' })
+    .where('mission_id', 'in', missionIds).where('status', '=', 'open')
+    .returning(['id', 'session_id', 'agent_id', 'owner_user_id', 'asked_of']).execute();
+  for (const question of questions) {
+    await tx.publish({
+      type: 'question.closed', sessionId: question.session_id, agentId: question.agent_id,
+      recipients: [question.owner_user_id, question.asked_of], data: { request_id: question.id },
+    });
+  }
 }
 
 /** Whether the mission was orphaned, and is closed now. */
