@@ -2,6 +2,7 @@ import { type ExpressionBuilder, sql, type Kysely, type RawBuilder, type Transac
 import type { DB, Job, JobKind, JobStatus, Session } from '../store/schema.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
+import type { Dialect } from '../store/dialect.ts';
 import type { UnitOfWork } from './unit-of-work.ts';
 
 /**
@@ -294,6 +295,27 @@ export async function finishedJobs(db: Kysely<DB>, ids: number[]): Promise<Job[]
 }
 
 const IDS_PER_STATEMENT = 1000;
+
+/**
+ * A session's open jobs, oldest first; on PostgreSQL locked for the rest of the transaction, so
+ * that a runner finishing one of them waits, then finds its lease gone.
+ */
+export async function openJobsOfSession(trx: Transaction<DB>, dialect: Dialect, sessionId: string): Promise<Job[]> {
+  const rows = await trx.selectFrom('jobs').select(JOB_COLUMNS).where('session_id', '=', sessionId).where(isOpen)
+    .orderBy('id').$if(dialect === 'postgres', (q) => q.forUpdate()).execute();
+  return rows.map(normalize);
+}
+
+/**
+ * Ends an open job as cancelled: finished with `replyTurnId` (its `Cancelled.` turn, if any) and
+ * no lease, so that a runner still on it writes nothing. False when it had finished already.
+ */
+export async function cancelJob(trx: Transaction<DB>, id: number, replyTurnId: number | null, now: number): Promise<boolean> {
+  const result = await trx.updateTable('jobs')
+    .set({ status: 'done', reply_turn_id: replyTurnId, finished_at: new Date(now).toISOString(), lease_owner: null, lease_expires_at: null })
+    .where('id', '=', id).where(isOpen).executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
 
 /** The payloads of a session's (or, with null, every session's) continuations still queued or running, other than `exceptJobId`. */
 export async function openContinuationPayloads(db: Kysely<DB>, sessionId: string | null, exceptJobId: number | null): Promise<unknown[]> {

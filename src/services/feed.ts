@@ -48,7 +48,9 @@ export class FeedService {
    * Where a stream starts: after the Last-Event-ID it resumes from, else after `after`, else
    * after the newest event now (it sends what comes next).
    */
-  async streamStart(userId: string, lastEventId: string | undefined, after: string | undefined): Promise<number> {
+  async streamStart(userId: string, options: { lastEventId?: string | undefined; after?: string | undefined; sessionId?: string | undefined }): Promise<number> {
+    const { lastEventId, after, sessionId } = options;
+    if (sessionId !== undefined) await this.requireOwnSession(userId, sessionId);
     if (lastEventId !== undefined) return this.positionOfCursor(userId, lastEventId, 'Last-Event-ID');
     if (after !== undefined) return this.positionOfCursor(userId, after, 'after');
     return newestPosition(this.deps.store.db, userId);

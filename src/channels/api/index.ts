@@ -15,6 +15,7 @@ import { decideActionsRoute } from './routes/actions.decide.ts';
 import { listQuestionsRoute } from './routes/questions.list.ts';
 import { answerQuestionsRoute } from './routes/questions.answer.ts';
 import { listEventsRoute } from './routes/events.list.ts';
+import { cancelSessionRoute } from './routes/sessions.cancel.ts';
 
 export { API_PREFIX } from './prefix.ts';
 
@@ -35,7 +36,8 @@ export function apiChannel(services: ApiServices, rateLimiter: RateLimiter) {
     const app = scope as unknown as ApiApp;
     const routes = [
       listAgentsRoute, createAgentRoute, sendMessageRoute, readTranscriptRoute,
-      listActionsRoute, decideActionsRoute, listQuestionsRoute, answerQuestionsRoute, listEventsRoute,
+      listActionsRoute, decideActionsRoute, listQuestionsRoute, answerQuestionsRoute,
+      listEventsRoute, cancelSessionRoute,
     ];
     for (const route of routes) route(app, ctx);
   };

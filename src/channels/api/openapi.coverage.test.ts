@@ -5,7 +5,7 @@ import { ID_PREFIXES, looksLikeId, type IdKind } from '../../domain/ids.ts';
 import { API, startTestApp, type TestApp } from '../../testing/harness.ts';
 import { HEADERS } from './openapi.ts';
 
-/** Every route of the contract (§1–§6), its success status and the problems it can answer. */
+/** Every route of the contract (§1–§6, §9), its success status and the problems it can answer. */
 const CONTRACT = [
   { method: 'post', path: '/messages', statuses: ['200', '202', '400', '401', '404', '409', '413', '415', '422', '429', '502'] },
   { method: 'get', path: '/agents', statuses: ['200', '401', '429'] },
@@ -15,6 +15,8 @@ const CONTRACT = [
   { method: 'post', path: '/actions/decisions', statuses: ['200', '401', '422', '429'] },
   { method: 'get', path: '/questions', statuses: ['200', '401', '429'] },
   { method: 'post', path: '/questions/answers', statuses: ['200', '401', '422', '429'] },
+  { method: 'get', path: '/events', statuses: ['200', '401', '404', '410', '422', '429'] },
+  { method: 'post', path: '/sessions/{session_id}/cancel', statuses: ['200', '401', '404', '429'] },
 ];
 
 let t: TestApp;

@@ -45,14 +45,18 @@ export function withResponseHeaders<T extends { schema: object }>(transformed: T
   return { ...transformed, schema: { ...transformed.schema, response: documented } };
 }
 
-/** The document without component schemas that nothing in it refers to. */
+/**
+ * The document without component schemas that nothing in it refers to, until none is left
+ * (a schema referred to only by one dropped goes too).
+ */
 export function withoutUnreferencedSchemas<T extends object>(document: T): T {
   const { components } = document as { components?: { schemas?: Record<string, unknown> } };
   if (!components?.schemas) return document;
   const text = JSON.stringify(document);
   const referenced = (name: string) => text.includes(`"#/components/schemas/${name}"`);
   const schemas = Object.fromEntries(Object.entries(components.schemas).filter(([name]) => referenced(name)));
-  return { ...document, components: { ...components, schemas } };
+  const slimmer = { ...document, components: { ...components, schemas } };
+  return Object.keys(schemas).length < Object.keys(components.schemas).length ? withoutUnreferencedSchemas(slimmer) : slimmer;
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { Session } from '../../store/schema.ts';
 import type { SendResult, TranscriptResult } from './schemas.ts';
 import { type InboundMessage, MessagePipeline, type SendingDeps } from './sending.ts';
+import { type CancelResult, cancelSession } from './cancelling.ts';
 import { findOwnSession, latestTranscript, type LatestTranscript, listSessionsPage, type SessionListItem, transcript } from './transcripts.ts';
 
 /**
@@ -30,9 +31,20 @@ export class ConversationsService {
     return findOwnSession(this.deps.store.db, userId, sessionId);
   }
 
-  /** §4: turns after `after`, oldest first. */
-  transcript(userId: string, sessionId: string, options: { after?: string | undefined; limit?: number | undefined } = {}): Promise<TranscriptResult> {
-    return transcript(this.deps.store.db, userId, sessionId, options);
+  /**
+   * §4: turns after `after`, oldest first. With `hold` (§9.1), a read after `after` that finds
+   * nothing newer waits up to `hold.waitMs` for a turn.
+   */
+  transcript(
+    userId: string, sessionId: string, options: { after?: string | undefined; limit?: number | undefined } = {},
+    hold?: { waitMs: number; signal?: AbortSignal | undefined },
+  ): Promise<TranscriptResult> {
+    return transcript(this.deps.store.db, userId, sessionId, options, hold ? { ...hold, wakeups: this.deps.engine.wakeups } : null);
+  }
+
+  /** §9.4: stops the session's queued and running messages and closes what its missions wait on. */
+  cancel(userId: string, sessionId: string): Promise<CancelResult> {
+    return cancelSession(this.deps, userId, sessionId);
   }
 
   /** A transcript's newest turns (before `before`, when given), oldest first: where the chat opens. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AwaitingSchema } from '../missions/schemas.ts';
 
 /**
  * The shapes conversations give (contract §1, §4), each defined once: the service's types are
@@ -13,8 +14,9 @@ export const SendResultSchema = z.object({
   reply: z.string().optional().meta({ description: 'Present when completed (or a duplicate whose original finished).' }),
   reply_ts: z.string().optional(),
   error: z.string().optional().meta({
-    description: 'Only on a duplicate of a message the agent failed on (e.g. `agent_failed`): `reply` is then the error turn of the transcript.',
+    description: '`cancelled` on a message cancelled while it waited (`reply` is then `Cancelled.`, §9.4); on a duplicate of a message the agent failed on, its error (e.g. `agent_failed`), `reply` being the error turn of the transcript.',
   }),
+  awaiting: AwaitingSchema,
 }).meta({ id: 'SendResult' });
 export type SendResult = z.infer<typeof SendResultSchema>;
 export type SendStatus = SendResult['status'];
@@ -30,5 +32,6 @@ export const TranscriptSchema = z.object({
     error: z.string().optional().meta({ description: 'Set on an agent turn that reports a failure, e.g. agent_failed.' }),
   })),
   has_more: z.boolean(),
+  awaiting: AwaitingSchema,
 }).meta({ id: 'Transcript' });
 export type TranscriptResult = z.infer<typeof TranscriptSchema>;

@@ -8,6 +8,8 @@ import { prepared } from '../../store/prepared.ts';
 import type { Job, Session } from '../../store/schema.ts';
 import { isUniqueViolation, type Store } from '../../store/store.ts';
 import type { AgentsService } from '../agents.ts';
+import { awaitingIn } from '../missions/awaiting.ts';
+import { isStoreUnavailable } from '../../store/unavailable.ts';
 import type { JobPayload } from '../missions/job-payload.ts';
 import type { SendResult, SendStatus } from './schemas.ts';
 import { findOwnSession } from './transcripts.ts';
@@ -176,6 +178,8 @@ export class MessagePipeline {
         const turn = target.session
           ? await appendTurn(tx.db, store.dialect, { sessionId, role: 'user', text })
           : await startSession(tx.db, store.dialect, { id: sessionId, userId: inbound.userId, agentId: target.agentId, channel: inbound.channel }, { role: 'user', text });
+        // Held reads of the transcript wake (a new session has none: nobody knew its id).
+        if (target.session) await tx.publish({ type: 'session_turn', sessionId });
         const payload: JobPayload = { kind: 'message', text };
         const job = await engine.enqueue(tx, { agentId: target.agentId, sessionId, userId: inbound.userId, kind: 'message', payload, userTurnId: turn.id });
         if (idempotency !== null) {
@@ -234,7 +238,15 @@ export class MessagePipeline {
     const replyTurnId = finished && !reply ? job.reply_turn_id : null;
     const userTurnId = knownMessageTs === null ? job.user_turn_id : null;
     const ids = [userTurnId, replyTurnId].filter((id): id is number => id !== null);
-    const turns = ids.length ? await db.selectFrom('turns').select(['id', 'text', 'ts', 'error']).where('id', 'in', ids).execute() : [];
+    const [turns, awaiting] = await Promise.all([
+      ids.length ? db.selectFrom('turns').select(['id', 'text', 'ts', 'error']).where('id', 'in', ids).execute() : [],
+      // The database away: a message accepted is still answered (202, as it stands); the
+      // transcript says what waits once the database is back.
+      awaitingIn(db, job.session_id).catch((error: unknown) => {
+        if (isStoreUnavailable(error)) return [];
+        throw error;
+      }),
+    ]);
     const messageTs = knownMessageTs ?? turns.find((t) => Number(t.id) === job.user_turn_id)?.ts ?? '';
     const replyTurn: { text: string; ts: string; error?: string | null } | undefined = finished
       ? reply ?? turns.find((t) => Number(t.id) === job.reply_turn_id)
@@ -248,6 +260,9 @@ export class MessagePipeline {
       ...(replyTurn ? { reply: replyTurn.text, reply_ts: replyTurn.ts } : {}),
       // From the job, not the turn: a failure whose session was gone has no error turn to read.
       ...(job.status === 'failed' ? { error: replyTurn?.error ?? 'agent_failed' } : {}),
+      // A cancelled message is answered by its `Cancelled.` turn, error and all (§9.4).
+      ...(job.status === 'done' && replyTurn?.error ? { error: replyTurn.error } : {}),
+      awaiting,
     };
   }
 

@@ -7,7 +7,17 @@ import { openJobsOf, ownSessionWithStatus, statusOfSession, type SessionStatus }
 import { readLastTurns, readTranscript } from '../../store/repos/transcript.ts';
 import { prepared } from '../../store/prepared.ts';
 import type { DB, Session } from '../../store/schema.ts';
+import type { Wakeups } from '../../engine/wakeups.ts';
+import { awaitingIn } from '../missions/awaiting.ts';
 import type { TranscriptResult } from './schemas.ts';
+
+/** How a read of the transcript may be held until a turn newer than `after` exists (§9.1). */
+export interface TranscriptHold {
+  wakeups: Wakeups;
+  waitMs: number;
+  /** Ends the hold early: the client left, or the server is closing. */
+  signal?: AbortSignal | undefined;
+}
 
 /** What the chat opens with: the newest page, and whether older turns exist. */
 export type LatestTranscript = TranscriptResult & { has_earlier: boolean };
@@ -35,12 +45,30 @@ export async function findOwnSession(db: Kysely<DB>, userId: string, sessionId: 
   return session;
 }
 
-/** §4: turns after `after`, oldest first; other accounts' sessions are "not found". */
+/**
+ * §4: turns after `after`, oldest first; other accounts' sessions are "not found". With `hold`
+ * and `after`, a read that finds no newer turn waits for one (written by any instance) until
+ * the hold ends, then answers with what is there (§9.1).
+ */
 export async function transcript(
   db: Kysely<DB>, userId: string, sessionId: string, options: { after?: string | undefined; limit?: number | undefined } = {},
+  hold: TranscriptHold | null = null,
 ): Promise<TranscriptResult> {
-  const { session, status, page } = await readPage(db, userId, sessionId, 'after', options.after, options.limit, readTranscript);
-  return { session_id: session.id, agent_id: session.agent_id, status, messages: page.messages, has_more: page.hasMore };
+  // Listening before the first read: a turn committed between the read and the wait still wakes it.
+  const listener = hold && options.after !== undefined && hold.waitMs > 0 ? hold.wakeups.listen(`session:${sessionId}`) : null;
+  try {
+    const deadline = Date.now() + (hold?.waitMs ?? 0);
+    // After the hold ends, one more read: the page and the status as they are then.
+    for (let holdOver = !listener; ; ) {
+      const { session, status, page } = await readPage(db, userId, sessionId, 'after', options.after, options.limit, readTranscript);
+      if (page.messages.length > 0 || holdOver) {
+        return { session_id: session.id, agent_id: session.agent_id, status, messages: page.messages, has_more: page.hasMore, awaiting: await awaitingIn(db, session.id) };
+      }
+      holdOver = !(await listener!.next(deadline - Date.now(), hold!.signal));
+    }
+  } finally {
+    listener?.stop();
+  }
 }
 
 /**
@@ -51,7 +79,10 @@ export async function latestTranscript(
   db: Kysely<DB>, userId: string, sessionId: string, options: { before?: string | undefined; limit?: number | undefined } = {},
 ): Promise<LatestTranscript> {
   const { session, status, page } = await readPage(db, userId, sessionId, 'before', options.before, options.limit, readLastTurns);
-  return { session_id: session.id, agent_id: session.agent_id, status, messages: page.messages, has_more: options.before !== undefined, has_earlier: page.hasMore };
+  return {
+    session_id: session.id, agent_id: session.agent_id, status, messages: page.messages, has_more: options.before !== undefined,
+    has_earlier: page.hasMore, awaiting: await awaitingIn(db, session.id),
+  };
 }
 
 /** One page of a session's turns, its cursor and limit checked before the session is looked up. */

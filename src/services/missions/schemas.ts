@@ -131,3 +131,14 @@ export function stringField(entry: unknown, field: string): string | null {
   const value = (entry as Record<string, unknown>)[field];
   return typeof value === 'string' ? value : null;
 }
+
+/** What the agent waits for in a session (§9.2): an action awaiting permission, or a question awaiting an answer. */
+export const AwaitingItemSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('action'), operation_id: z.string().meta({ example: EXAMPLE_IDS.action }), kind: z.string(), summary: z.string() }),
+  z.object({ type: z.literal('question'), request_id: z.string().meta({ example: EXAMPLE_IDS.question }), text: z.string(), answer_type: z.string() }),
+]).meta({ id: 'AwaitingItem' });
+export type AwaitingItem = z.infer<typeof AwaitingItemSchema>;
+
+export const AwaitingSchema = z.array(AwaitingItemSchema).meta({
+  description: 'The session\'s open pending actions and open questions, oldest first; `[]` when the agent waits for nobody. Settle them with POST /actions/decisions and POST /questions/answers.',
+});

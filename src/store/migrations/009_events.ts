@@ -21,4 +21,7 @@ export async function up(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   await db.schema.createIndex('events_recipient').on('events').columns(['recipient_user_id', 'id']).execute();
   await db.schema.createIndex('events_recipient_session').on('events').columns(['recipient_user_id', 'session_id', 'id']).execute();
   await db.schema.createIndex('events_created').on('events').columns(['created_at']).execute();
+  // What a session waits for (§9.2) is read with every send result and transcript page.
+  await db.schema.createIndex('actions_session_status').on('actions').columns(['session_id', 'status']).execute();
+  await db.schema.createIndex('questions_session_status').on('questions').columns(['session_id', 'status']).execute();
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { FEED_EVENT_TYPES } from '../../../domain/feed-events.ts';
+import { FEED_EVENT_TYPES, positionOf } from '../../../domain/feed-events.ts';
 import { PAGE_LIMIT } from '../../../domain/paging.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
@@ -52,7 +52,7 @@ export function listEventsRoute(app: ApiApp, ctx: ApiContext): void {
         ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS,
         404: problemResponse('session_not_found: `session_id` is not one of yours.'),
         410: problemResponse('cursor_expired: `after` or `Last-Event-ID` is older than the oldest event kept; read again without it.'),
-        422: problemResponse('validation_failed: `after` or `Last-Event-ID` is not the id of one of your events, or `limit` is not an integer from 1 to 200.'),
+        422: problemResponse('validation_failed: `after` or `Last-Event-ID` is not the id of one of your events, `limit` is not an integer from 1 to 200, or a parameter is given more than once.'),
         429: problemResponse('rate_limited (see Retry-After), or too_many_streams: the key already holds 10 open streams.'),
       },
     },
@@ -69,7 +69,7 @@ export function listEventsRoute(app: ApiApp, ctx: ApiContext): void {
     }
     const release = ctx.streams.open(caller.keyId);
     try {
-      let position = await ctx.feed.streamStart(caller.userId, request.headers['last-event-id'], after);
+      let position = await ctx.feed.streamStart(caller.userId, { lastEventId: request.headers['last-event-id'], after, sessionId });
       // A problem found so far is a plain answer; from here on the stream is open.
       reply.sse.sendHeaders();
       while (!gone.aborted && reply.sse.isConnected) {
@@ -77,7 +77,7 @@ export function listEventsRoute(app: ApiApp, ctx: ApiContext): void {
         for (const event of page.events) {
           if (!reply.sse.isConnected) break;
           await reply.sse.send({ id: event.id, event: event.type, data: event });
-          position = Number(event.id.slice('evt_'.length));
+          position = positionOf(event.id)!;
         }
       }
     } finally {

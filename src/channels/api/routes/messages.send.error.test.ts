@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { pollTranscript, send, transcript } from '../../../testing/conversation.ts';
 import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
-import { preferredWaitSeconds } from './messages.send.ts';
+import { preferredWaitSeconds } from '../prefer-wait.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp({ waitCeilingMs: 10_000 }); });

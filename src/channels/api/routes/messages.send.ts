@@ -8,6 +8,7 @@ import { BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
 import type { RouteResponseHeaders } from '../openapi.ts';
 import { hangUpSignal } from '../../hang-up.ts';
 import { sentMoreThanOnce } from '../repeated-header.ts';
+import { preferredWaitSeconds } from '../prefer-wait.ts';
 
 const SendBody = z.object({
   // Checked by checkMessageText (422 text_empty / text_too_long, codes of their own); the bounds document it.
@@ -28,51 +29,6 @@ const SendHeaders = z.object({
   // No length bound of its own: Node bounds header sizes, and RFC 7240 says to ignore what is not understood.
   prefer: z.string().optional().meta({ description: 'RFC 7240, e.g. `wait=5`: wait at most that many seconds (capped by the server ceiling).' }),
 });
-
-/**
- * `Prefer: wait=N` (RFC 7240) → seconds, or undefined when absent or not a number. `wait` counts
- * only as a preference of its own (first, or after a comma), not as a parameter of another
- * (`handling=lenient; wait=1` prefers lenient handling and says nothing of waiting).
- */
-export function preferredWaitSeconds(prefer: string | undefined): number | undefined {
-  if (!prefer) return undefined;
-  // Preferences are separated by commas, and a preference's own value from its parameters by
-  // semicolons, neither counting inside a quoted string.
-  for (const preference of splitOutsideQuotes(prefer, ',')) {
-    const token = (splitOutsideQuotes(preference, ';')[0] ?? '').trim();
-    // Anchored and greedy: no header can make it backtrack more than its length.
-    const wait = /^wait(?:[ \t]*=[ \t]*(.*))?$/i.exec(token);
-    if (!wait) continue;
-    // Only the first `wait` counts (RFC 7240 §2), valid or not; huge values are capped later.
-    const seconds = /^(?:(\d+)|"(\d+)")$/.exec(wait[1] ?? '');
-    return seconds ? Number(seconds[1] ?? seconds[2]) : undefined;
-  }
-  return undefined;
-}
-
-/**
- * `text` cut at each `separator` outside a quoted string (RFC 9110: double quotes, a backslash
- * escaping the next character). One pass: a header of any shape costs its length, no more.
- */
-function splitOutsideQuotes(text: string, separator: string): string[] {
-  const parts: string[] = [];
-  let start = 0;
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (quoted) {
-      if (c === '\\') i++;
-      else if (c === '"') quoted = false;
-    } else if (c === '"') {
-      quoted = true;
-    } else if (c === separator) {
-      parts.push(text.slice(start, i));
-      start = i + 1;
-    }
-  }
-  parts.push(text.slice(start));
-  return parts;
-}
 
 /** §1 Send a message: the reply at once, or 202 with where to poll for it. */
 export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {

@@ -3,6 +3,9 @@ import type { ApiApp, ApiContext } from '../context.ts';
 import { TS_PATTERN } from '../../../domain/turn-clock.ts';
 import { TranscriptSchema } from '../../../services/conversations/schemas.ts';
 import { callerOf } from '../plugins/auth.ts';
+import { heldWait } from '../prefer-wait.ts';
+import type { RouteResponseHeaders } from '../openapi.ts';
+import { hangUpSignal } from '../../hang-up.ts';
 import { COMMON_PROBLEMS, pageLimitOf, pageLimitParam, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 const TranscriptQuery = z.object({
@@ -14,7 +17,13 @@ const TranscriptQuery = z.object({
   limit: pageLimitParam('Turns'),
 });
 
-/** §4 Read a transcript, oldest first, paging with `after`. */
+const TranscriptHeaders = z.object({
+  prefer: z.string().optional().meta({
+    description: 'RFC 7240 `wait=N`, with `after`: when no turn newer than `after` exists yet, hold the request until one is written (answered at once then) or N seconds pass (capped by the server ceiling; then `messages: []` and the current status).',
+  }),
+});
+
+/** §4 Read a transcript, oldest first, paging with `after`; §9.1 held with `Prefer: wait` until a newer turn exists. */
 export function readTranscriptRoute(app: ApiApp, ctx: ApiContext): void {
   app.get('/sessions/:session_id/messages', {
     schema: {
@@ -23,6 +32,7 @@ export function readTranscriptRoute(app: ApiApp, ctx: ApiContext): void {
       summary: 'Read a session\'s transcript',
       params: z.object({ session_id: z.string().meta({ description: 'The `session_id` a `POST /messages` answered with (the `Location` of a 202 is this URL). Another account\'s session is 404, as a missing one is.' }) }),
       querystring: TranscriptQuery,
+      headers: TranscriptHeaders,
       response: {
         200: TranscriptSchema.describe('A page of the transcript, oldest first; has_more says whether a later page exists.'),
         ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS,
@@ -30,8 +40,13 @@ export function readTranscriptRoute(app: ApiApp, ctx: ApiContext): void {
         422: problemResponse('validation_failed: `after` is not a turn ts, `limit` is not an integer from 1 to 200, or a parameter is given more than once or (like the session id) holds the NUL character (U+0000) or a lone UTF-16 surrogate.'),
       },
     },
-  }, async (request) => ctx.conversations.transcript(callerOf(request).userId, request.params.session_id, {
-    after: request.query.after,
-    limit: pageLimitOf(request.query.limit),
-  }));
+    config: { responseHeaders: { 200: ['Preference-Applied'] } satisfies RouteResponseHeaders },
+  }, async (request, reply) => {
+    const { after } = request.query;
+    // Only a read after a turn is held (§9.1): without `after` there is nothing to wait past.
+    const hold = after === undefined ? null : heldWait(request.headers.prefer, ctx.conversations.waitCeilingMs);
+    if (hold) reply.header('Preference-Applied', hold.applied);
+    return ctx.conversations.transcript(callerOf(request).userId, request.params.session_id, { after, limit: pageLimitOf(request.query.limit) },
+      hold ? { waitMs: hold.waitMs, signal: AbortSignal.any([hangUpSignal(request, reply), ctx.streams.shutdownSignal]) } : undefined);
+  });
 }
