@@ -8,7 +8,7 @@ import {
   BoundedWaitClient, CurrentSchemaPostgresDialect, NamedStatementClient, POSTGRES_CONNECT_TIMEOUT_MS, POSTGRES_STATEMENT_TIMEOUT_MS,
   type BoundedWaitClientConfig,
 } from './postgres-dialect.ts';
-import { runPreparedDirectly } from './prepared.ts';
+import { registerSqliteConnection } from './sqlite-transaction.ts';
 import { DatabaseAnchoredClock, systemClock, type SharedClock } from './shared-clock.ts';
 import { SqliteCheckpointer } from './sqlite-checkpointer.ts';
 import { makeFolder, makePrivateFile } from './private-files.ts';
@@ -145,7 +145,7 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined, for
     throw cannotOpen(error);
   }
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database }) });
-  runPreparedDirectly(db, database);
+  registerSqliteConnection(db, database.raw);
   let checkpointer: SqliteCheckpointer | null = null;
   return {
     db,
