@@ -10,6 +10,7 @@ import { KeysService } from './keys.ts';
 import { LoginThrottle } from './login-throttle.ts';
 import { Housekeeping } from './housekeeping.ts';
 import { MissionsService } from './missions.ts';
+import { RequestCache } from './request-cache.ts';
 import { TurnWorker } from './turn-worker.ts';
 import { WebSessionsService } from './web-sessions.ts';
 
@@ -23,6 +24,8 @@ export interface Services {
   webSessions: WebSessionsService;
   loginThrottle: LoginThrottle;
   housekeeping: Housekeeping;
+  /** What requests read of keys and agents, kept between them (the server looks for other processes' writes at each request). */
+  requestCache: RequestCache;
 }
 
 export interface ServiceDeps {
@@ -34,11 +37,12 @@ export interface ServiceDeps {
 }
 
 export function createServices({ store, config, engine, brain, tools }: ServiceDeps): Services {
-  const accounts = new AccountsService({ store, scryptCostLog2: config.scryptCostLog2 });
+  const requestCache = new RequestCache(store);
+  const accounts = new AccountsService({ store, requestCache, scryptCostLog2: config.scryptCostLog2 });
   const keys = new KeysService({
-    store, defaultRateLimitPerMinute: config.defaultRateLimitPerMinute, maxRateLimitPerMinute: config.maxRateLimitPerMinute,
+    store, requestCache, defaultRateLimitPerMinute: config.defaultRateLimitPerMinute, maxRateLimitPerMinute: config.maxRateLimitPerMinute,
   });
-  const agents = new AgentsService({ store, accounts, freeAgentLimit: config.freeAgentLimit, proAgentLimit: config.proAgentLimit });
+  const agents = new AgentsService({ store, requestCache, accounts, freeAgentLimit: config.freeAgentLimit, proAgentLimit: config.proAgentLimit });
   const conversations = new ConversationsService({
     store, engine, agents,
     waitCeilingMs: config.waitCeilingMs, duplicateWindowMs: config.duplicateWindowMs, idempotencyTtlMs: config.idempotencyTtlMs,
@@ -50,5 +54,5 @@ export function createServices({ store, config, engine, brain, tools }: ServiceD
   const housekeeping = new Housekeeping({
     store, missions, webSessions, loginThrottle, idempotencyTtlMs: config.idempotencyTtlMs, duplicateWindowMs: config.duplicateWindowMs,
   });
-  return { accounts, keys, agents, conversations, missions, webSessions, loginThrottle, housekeeping };
+  return { accounts, keys, agents, conversations, missions, webSessions, loginThrottle, housekeeping, requestCache };
 }
