@@ -1,6 +1,6 @@
 import type { ControlledTransaction, Transaction } from 'kysely';
 import type { DB } from '../store/schema.ts';
-import { runFixedStatement, sqliteTransactionOpen } from '../store/prepared.ts';
+import { runFixedStatement, sqliteTransactionOpen } from '../store/sqlite-transaction.ts';
 import type { Store } from '../store/store.ts';
 import type { Bus } from './bus.ts';
 import { recordEvents } from '../store/repos/events.ts';

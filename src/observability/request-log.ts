@@ -8,7 +8,7 @@ type LogArgs = [objOrMessage: unknown, message?: string, ...args: unknown[]];
  * Each request's logger (request.log): the pino child bound to the request id, made the first
  * time something logs through it. Fastify makes that child for every request, and most requests
  * log nothing through it (their access line goes through the server's logger with the id as a
- * field, the same line): making it cost a cached GET about 2 % of its CPU.
+ * field, the same line), so it is made only when needed.
  */
 class RequestLogger implements FastifyBaseLogger {
   private made: FastifyBaseLogger | undefined;

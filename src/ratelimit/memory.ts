@@ -27,8 +27,7 @@ export class MemoryRateLimiter implements RateLimiter {
     this.now = now;
   }
 
-  /** At once: the log is in this process. */
-  take(keyId: string, limit: number): RateDecision {
+  async take(keyId: string, limit: number): Promise<RateDecision> {
     const now = this.now();
     this.sweep(now);
     let runs = this.logs.get(keyId);

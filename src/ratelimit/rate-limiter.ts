@@ -1,5 +1,3 @@
-import type { MaybePromise } from '../domain/maybe-promise.ts';
-
 /**
  * The RateLimiter port. A sliding log: a request is accepted when fewer than L requests were
  * accepted in the 60 seconds before it, so a burst of L passes and no rolling minute ever
@@ -18,8 +16,8 @@ export interface RateDecision {
 }
 
 export interface RateLimiter {
-  /** Counts one request if it is accepted. A limiter in this process answers at once; a shared store, with a promise. */
-  take(keyId: string, limit: number): MaybePromise<RateDecision>;
+  /** Counts one request if it is accepted. */
+  take(keyId: string, limit: number): Promise<RateDecision>;
   /** Resolves when the store that counts answers, rejects when it cannot be reached (for /readyz). */
   ping(): Promise<void>;
   close(): Promise<void>;

@@ -8,6 +8,7 @@ import type { DB, Plan, Role, User } from '../store/schema.ts';
 import { isUniqueViolation, type Store } from '../store/store.ts';
 import { localIsoNow } from './clock.ts';
 import { isoNowOf } from '../store/shared-clock.ts';
+import type { CachedReads } from './cached-reads.ts';
 
 export interface WorkspaceView {
   workspace_id: string;
@@ -22,6 +23,8 @@ export const RoleSchema = z.enum(['member', 'admin']);
 
 export interface AccountsDeps {
   store: Store;
+  /** Memberships decide the agents a user may message (RequestCache.agentLists). */
+  agentListCache: Pick<CachedReads<unknown>, 'forget'>;
   scryptCostLog2: number;
 }
 
@@ -58,6 +61,7 @@ export class AccountsService {
       if (isUniqueViolation(error)) throw Problem.validation([{ path: 'email', message: 'is already registered' }]);
       throw error;
     }
+    this.deps.agentListCache.forget(user.id);
     return user;
   }
 
@@ -141,6 +145,7 @@ export class AccountsService {
     const result = await this.db.insertInto('memberships').values({ workspace_id: workspace.id, user_id: user.id, role, created_at: localIsoNow() })
       .onConflict((oc) => oc.columns(['workspace_id', 'user_id']).doUpdateSet({ role }).where('memberships.role', '!=', 'owner'))
       .executeTakeFirst();
+    this.deps.agentListCache.forget(user.id);
     if (Number(result.numInsertedOrUpdatedRows ?? 0n) === 0) throw new Problem('forbidden', 'The owner of a workspace keeps that role.');
   }
 
@@ -156,6 +161,7 @@ export class AccountsService {
     const result = await this.db.deleteFrom('memberships')
       .where('workspace_id', '=', workspace.id).where('user_id', '=', user.id).where('role', '!=', 'owner')
       .executeTakeFirst();
+    this.deps.agentListCache.forget(user.id);
     if (Number(result.numDeletedRows) > 0) return;
     if (await this.roleIn(user.id, workspace.id)) throw new Problem('forbidden', 'The owner of a workspace stays in it.');
     throw new Problem('not_found', `${user.email} is not a member of workspace ${workspace.id}.`);

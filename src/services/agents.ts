@@ -3,12 +3,11 @@ import { z } from 'zod';
 import { looksLikeId, newId } from '../domain/ids.ts';
 import { parseOrThrow, Problem } from '../domain/problems.ts';
 import type { Agent, DB, Plan } from '../store/schema.ts';
-import type { MaybePromise } from '../domain/maybe-promise.ts';
-import { AccountReadCache } from '../store/account-cache.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
 import { isoNowOf } from '../store/shared-clock.ts';
 import type { AccountsService } from './accounts.ts';
+import type { CachedReads } from './cached-reads.ts';
 
 export const CreateAgentSchema = z.object({
   agent_name: z.string().trim().min(1, 'is required').max(100, 'must be at most 100 characters')
@@ -27,6 +26,8 @@ export interface AgentView {
 
 export interface AgentsDeps {
   store: Store;
+  /** Shared with the services that write what it keeps (see RequestCache). */
+  agentListCache: CachedReads<AgentView[]>;
   accounts: AccountsService;
   freeAgentLimit: number;
   proAgentLimit: number;
@@ -36,45 +37,30 @@ export const toAgentView = (agent: Pick<Agent, 'id' | 'name' | 'workspace_id'>):
   agent_id: agent.id, name: agent.name, workspace_id: agent.workspace_id,
 });
 
-// Behind GET /agents and every message without a session: built once (see store/prepared.ts).
+// Behind GET /agents and every message, when the list is not kept: built once (see store/prepared.ts).
 const agentsOfUser = prepared((db, userId: string) => db.selectFrom('agents')
   .innerJoin('memberships', 'memberships.workspace_id', 'agents.workspace_id')
   .select(['agents.id', 'agents.name', 'agents.workspace_id'])
   .where('memberships.user_id', '=', userId)
   .orderBy('agents.created_at').orderBy('agents.id'));
 
-// Columns named rather than `agents.*`, so the statement stays prepared on PostgreSQL (see store/postgres-dialect.ts).
-const availableAgent = prepared((db, agentId: string, userId: string) => db.selectFrom('agents')
-  .select(['agents.id', 'agents.workspace_id', 'agents.name', 'agents.created_by', 'agents.created_at'])
-  .innerJoin('memberships', 'memberships.workspace_id', 'agents.workspace_id')
-  .where('agents.id', '=', agentId).where('memberships.user_id', '=', userId));
-
 export class AgentsService {
   private readonly deps: AgentsDeps;
-  // What GET /agents and every message read; kept while the account tables are unchanged.
-  private readonly listsByUser: AccountReadCache<AgentView[]>;
-  private readonly availableByUserAndAgent: AccountReadCache<Agent | undefined>;
 
   constructor(deps: AgentsDeps) {
     this.deps = deps;
-    this.listsByUser = new AccountReadCache(deps.store.accountGeneration);
-    this.availableByUserAndAgent = new AccountReadCache(deps.store.accountGeneration);
   }
 
-  /** Every agent of every workspace the user belongs to, oldest first (frozen: it may be shared); at once when held. */
-  listForUser(userId: string): MaybePromise<AgentView[]> {
-    return this.listsByUser.get(userId, async () => Object.freeze((await agentsOfUser(this.deps.store.db, userId))
+  /** Every agent of every workspace the user belongs to, oldest first (frozen: it may be shared). */
+  async listForUser(userId: string): Promise<AgentView[]> {
+    return this.deps.agentListCache.get(userId, async () => Object.freeze((await agentsOfUser(this.deps.store.db, userId))
       .map((row) => Object.freeze(toAgentView(row)))) as AgentView[]);
   }
 
-  /** The agent if the user may message it (member of its workspace), else undefined; at once when held. */
-  findAvailable(userId: string, agentId: string): MaybePromise<Agent | undefined> {
+  /** The agent if the user may message it (member of its workspace), else undefined. */
+  async findAvailable(userId: string, agentId: string): Promise<AgentView | undefined> {
     if (!looksLikeId('agent', agentId)) return undefined;
-    return this.availableByUserAndAgent.get(`${userId} ${agentId}`,
-      async () => {
-        const [agent] = await availableAgent(this.deps.store.db, agentId, userId);
-        return agent && Object.freeze(agent);
-      });
+    return (await this.listForUser(userId)).find((agent) => agent.agent_id === agentId);
   }
 
   /** How many agents a plan allows (FREE_PLAN_AGENT_LIMIT, PRO_PLAN_AGENT_LIMIT). */
@@ -101,7 +87,7 @@ export class AgentsService {
     if (!role) throw new Problem('workspace_not_found', 'No such workspace, or you are not a member of it.');
     if (role === 'member') throw new Problem('forbidden', 'Only an owner or admin of the workspace can create agents there.');
 
-    return db.transaction().execute(async (trx) => {
+    const created = await db.transaction().execute(async (trx) => {
       // The contract's rule: the caller's plan, counting agents in the workspaces the caller owns.
       // Locking the caller's row serialises concurrent creations on PostgreSQL (SQLite already is).
       const caller = await trx.selectFrom('users').select(['plan']).where('id', '=', userId)
@@ -115,5 +101,8 @@ export class AgentsService {
       await trx.insertInto('agents').values(agent).execute();
       return toAgentView(agent);
     });
+    // Every member of the workspace may message it now: all lists are read again (agents are seldom made).
+    this.deps.agentListCache.clear();
+    return created;
   }
 }

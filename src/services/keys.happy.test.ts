@@ -8,7 +8,7 @@ before(async () => { t = await startTestApp(); });
 after(async () => { await t.close(); });
 
 const keysWith = (overrides: Partial<ConstructorParameters<typeof KeysService>[0]> = {}) =>
-  new KeysService({ store: t.runtime.store, defaultRateLimitPerMinute: 60, maxRateLimitPerMinute: 10_000, ...overrides });
+  new KeysService({ store: t.runtime.store, keyCache: t.runtime.services.requestCache.keys, defaultRateLimitPerMinute: 60, maxRateLimitPerMinute: 10_000, ...overrides });
 
 test('create returns the whole key once, and a view of it', async () => {
   const u = await t.user();

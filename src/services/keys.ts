@@ -2,15 +2,16 @@ import { z } from 'zod';
 import { effectiveKeyStatus, generateApiKey, hashSecret, parseBearer, secretMatches, type KeyStatus } from '../domain/api-key.ts';
 import { parseOrThrow, Problem } from '../domain/problems.ts';
 import type { ApiKey } from '../store/schema.ts';
-import { AccountReadCache } from '../store/account-cache.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
 import { localIsoNow as isoNow } from './clock.ts'; // isoNow: this machine's clock (see clock.ts)
 import { isoNowOf } from '../store/shared-clock.ts';
-import { mapMaybe, type MaybePromise } from '../domain/maybe-promise.ts';
+import type { CachedReads } from './cached-reads.ts';
 
 export interface KeysDeps {
   store: Store;
+  /** Shared with the services that write what it keeps (see RequestCache). */
+  keyCache: CachedReads<KeyForAuth | undefined>;
   defaultRateLimitPerMinute: number;
   maxRateLimitPerMinute: number;
   /** Milliseconds clock that paces last_used_at writes (default Date.now; tests move it by hand). */
@@ -46,11 +47,12 @@ export interface AuthenticatedKey {
   rateLimit: number;
 }
 
-// On every authenticated request: built once (see store/prepared.ts).
-const findKeyForAuth = prepared((db, keyId: string) => db.selectFrom('api_keys')
-  .select(['id', 'user_id', 'secret_hash', 'status', 'expires_at', 'rate_limit']).where('id', '=', keyId));
+/** What authenticating a request needs of its key: whose it is, whether it works now, its limit. */
+const KEY_FOR_AUTH_COLUMNS = ['id', 'user_id', 'secret_hash', 'status', 'expires_at', 'rate_limit'] as const satisfies ReadonlyArray<keyof ApiKey>;
+export type KeyForAuth = Pick<ApiKey, (typeof KEY_FOR_AUTH_COLUMNS)[number]>;
 
-type AuthRow = Awaited<ReturnType<typeof findKeyForAuth>>[number];
+// On every authenticated request whose key is not kept: built once (see store/prepared.ts).
+const findKeyForAuth = prepared((db, keyId: string) => db.selectFrom('api_keys').select(KEY_FOR_AUTH_COLUMNS).where('id', '=', keyId));
 
 // last_used_at is written at most this often per key (per process).
 const LAST_USED_WRITE_INTERVAL_MS = 60_000;
@@ -58,14 +60,10 @@ const LAST_USED_WRITE_INTERVAL_MS = 60_000;
 export class KeysService {
   private readonly lastUsedWrites = new Map<string, number>();
   private readonly pendingWrites = new Set<Promise<unknown>>();
-  // Unknown key ids are kept too (as undefined), so an unknown id costs what a known one does.
-  private readonly authRows: AccountReadCache<AuthRow | undefined>;
-
   private readonly deps: KeysDeps;
 
   constructor(deps: KeysDeps) {
     this.deps = deps;
-    this.authRows = new AccountReadCache(deps.store.accountGeneration);
   }
 
   async create(userId: string, input: CreateKeyInput): Promise<{ key: KeyView; token: string }> {
@@ -91,6 +89,7 @@ export class KeysService {
         details: JSON.stringify({ label: row.label, rate_limit: row.rate_limit, expires_at: row.expires_at }),
       }).execute();
     });
+    this.deps.keyCache.forget(keyId); // kept as unknown, should a request have named it
     return { key: this.toView({ ...row }), token };
   }
 
@@ -128,11 +127,12 @@ export class KeysService {
       await trx.updateTable('api_keys').set({ status: 'revoked', revoked_at: now }).where('id', '=', keyId).execute();
       await trx.insertInto('audit_log').values({ at: now, actor_user_id: userId, action: 'key.revoked', subject_id: keyId, details: null }).execute();
     });
+    this.deps.keyCache.forget(keyId);
   }
 
   /** Operator switch active ⇄ inactive; a revoked or expired key stays as it is. */
   async setEnabled(keyId: string, enabled: boolean, actorUserId: string | null = null): Promise<KeyStatus> {
-    return this.deps.store.db.transaction().execute(async (trx) => {
+    const status = await this.deps.store.db.transaction().execute(async (trx) => {
       const key = await trx.selectFrom('api_keys').select(['id', 'status', 'expires_at']).where('id', '=', keyId).executeTakeFirst();
       if (!key) throw new Problem('not_found', 'No such key.');
       const current = effectiveKeyStatus(key, this.sharedNow());
@@ -147,24 +147,20 @@ export class KeysService {
       }
       return next;
     });
+    this.deps.keyCache.forget(keyId);
+    return status;
   }
 
   /**
    * Resolves an Authorization header to an active key, or null for every kind of failure.
-   * Always one lookup and one constant-time digest comparison, whatever the cause. On SQLite the
-   * lookup is served from memory while no process has written to the account tables since, and
-   * then the answer is given at once rather than as a promise.
+   * Always one lookup (kept in the RequestCache) and one constant-time digest comparison,
+   * whatever the cause.
    */
-  authenticate(authorization: string | undefined): MaybePromise<AuthenticatedKey | null> {
+  async authenticate(authorization: string | undefined): Promise<AuthenticatedKey | null> {
     const parsed = parseBearer(authorization);
     if (!parsed) return null;
-    return mapMaybe(this.authRows.get(parsed.keyId, async () => (await findKeyForAuth(this.deps.store.db, parsed.keyId))[0]),
-      (key) => this.activeKeyOf(parsed.secret, key));
-  }
-
-  /** The key if `secret` is its own and it works now; null otherwise (one digest comparison either way). */
-  private activeKeyOf(secret: string, key: AuthRow | undefined): AuthenticatedKey | null {
-    const matches = secretMatches(secret, key?.secret_hash ?? null);
+    const key = await this.deps.keyCache.get(parsed.keyId, async () => (await findKeyForAuth(this.deps.store.db, parsed.keyId))[0]);
+    const matches = secretMatches(parsed.secret, key?.secret_hash ?? null);
     if (!key || !matches || effectiveKeyStatus(key, this.sharedNow()) !== 'active') return null;
     this.noteUsed(key.id);
     return { keyId: key.id, userId: key.user_id, rateLimit: this.effectiveLimit(key.rate_limit) };

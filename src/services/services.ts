@@ -9,6 +9,7 @@ import { KeysService } from './keys.ts';
 import { LoginThrottle } from './login-throttle.ts';
 import { Housekeeping } from './housekeeping.ts';
 import { MissionsService } from './missions/index.ts';
+import { RequestCache } from './request-cache.ts';
 import { WebSessionsService } from './web-sessions.ts';
 
 /** Every use case, wired once; channels and the CLI reach them through this object. */
@@ -22,6 +23,8 @@ export interface Services {
   webSessions: WebSessionsService;
   loginThrottle: LoginThrottle;
   housekeeping: Housekeeping;
+  /** What requests read of keys and agents, kept between them (the server looks for other processes' writes at each request). */
+  requestCache: RequestCache;
 }
 
 /** The deployment's settings the use cases read (the server's Config holds them; README lists each). */
@@ -46,11 +49,12 @@ export interface ServiceDeps {
 }
 
 export function createServices({ store, config, engine, brain }: ServiceDeps): Services {
-  const accounts = new AccountsService({ store, scryptCostLog2: config.scryptCostLog2 });
+  const requestCache = new RequestCache(store);
+  const accounts = new AccountsService({ store, agentListCache: requestCache.agentLists, scryptCostLog2: config.scryptCostLog2 });
   const keys = new KeysService({
-    store, defaultRateLimitPerMinute: config.defaultRateLimitPerMinute, maxRateLimitPerMinute: config.maxRateLimitPerMinute,
+    store, keyCache: requestCache.keys, defaultRateLimitPerMinute: config.defaultRateLimitPerMinute, maxRateLimitPerMinute: config.maxRateLimitPerMinute,
   });
-  const agents = new AgentsService({ store, accounts, freeAgentLimit: config.freeAgentLimit, proAgentLimit: config.proAgentLimit });
+  const agents = new AgentsService({ store, agentListCache: requestCache.agentLists, accounts, freeAgentLimit: config.freeAgentLimit, proAgentLimit: config.proAgentLimit });
   const conversations = new ConversationsService({
     store, engine, agents,
     waitCeilingMs: config.waitCeilingMs, duplicateWindowMs: config.duplicateWindowMs, idempotencyTtlMs: config.idempotencyTtlMs,
@@ -62,5 +66,5 @@ export function createServices({ store, config, engine, brain }: ServiceDeps): S
   const housekeeping = new Housekeeping({
     store, missions, feed, webSessions, loginThrottle, idempotencyTtlMs: config.idempotencyTtlMs, duplicateWindowMs: config.duplicateWindowMs,
   });
-  return { accounts, keys, agents, conversations, missions, feed, webSessions, loginThrottle, housekeeping };
+  return { accounts, keys, agents, conversations, missions, feed, webSessions, loginThrottle, housekeeping, requestCache };
 }

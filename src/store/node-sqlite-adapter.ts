@@ -1,22 +1,18 @@
-import { openSync, readSync } from 'node:fs';
 import { DatabaseSync } from 'node:sqlite';
 import type { SqliteDatabase, SqliteStatement } from 'kysely';
 
-/** What a request reads on every call and rarely changes: API keys and who may use which agent. */
-const ACCOUNT_TABLES = /\b(?:api_keys|agents|memberships|users|workspaces)\b/i;
+// Statements that cannot commit anything: no checkpoint is due after them.
 const READ_ONLY = /^\s*(?:select|pragma|explain)\b/i;
-// Writes to columns no cache holds, frequent enough to matter: the once-a-minute last use of a key.
-const WRITES_NOTHING_CACHED = /^update "api_keys" set "last_used_at" = \? where "id" = \?$/;
 
 export interface NodeSqliteDatabase extends SqliteDatabase {
   raw: DatabaseSync;
   /**
-   * A number that changes whenever the account tables may have changed: by a write of this
-   * connection (counted when it runs and again when its transaction ends), or by a commit of any
-   * other connection or process (the CLI), seen through `PRAGMA data_version`. Read caches keep
-   * it beside what they read and trust their copy only while it is unchanged.
+   * SQLite's `PRAGMA data_version` on this connection: it moves when any other connection, of
+   * this process or another (the operator CLI), has committed since it was last asked, and never
+   * for this connection's own commits. Asked on the connection itself rather than through Kysely:
+   * it reads no table, and must not wait behind a transaction of ours in progress.
    */
-  accountGeneration(): number;
+  dataVersion(): number;
   /** Called after each statement that may have committed a change (the checkpointer listens). */
   onCommit: (() => void) | null;
 }
@@ -84,21 +80,9 @@ export function openNodeSqlite(path: string, synchronous: SqliteSynchronous = 'f
   // spills to a temporary file (it took three quarters of a busy server's writes when every
   // unit had a savepoint). Kept in memory instead (a batch's worth of pages).
   db.exec('PRAGMA temp_store = MEMORY');
-  interface Entry { readOnly: boolean; writesAccounts: boolean; statement: SqliteStatement }
+  interface Entry { readOnly: boolean; statement: SqliteStatement }
   const cache = new Map<string, Entry>();
-
   const dataVersion = db.prepare('PRAGMA data_version');
-  let lastDataVersion = -1;
-  let generation = 0;
-  let accountWriteInTransaction = false;
-  const logIndex = path === ':memory:' ? null : new LogIndexHeader(`${path}-shm`);
-  // Whether another process's commits were looked for in the task now running: a request served
-  // from the caches asks once per cache (the key, then the agents), and each look is a system
-  // call. Everything a task handles arrived before the task began (a request's bytes are read
-  // at the start of the callback that handles them), so one look, made within it, serves all of
-  // it; the flag drops with the task's microtasks, before the event loop reads anything more.
-  let checkedInTask = false;
-  const endOfTask = () => { checkedInTask = false; };
 
   // Each distinct statement once: prepared, classified, and wrapped as Kysely calls it (the
   // wrapper too is made once, not on every run).
@@ -108,12 +92,8 @@ export function openNodeSqlite(path: string, synchronous: SqliteSynchronous = 'f
       // Take the write lock at BEGIN so a transaction never fails upgrading a read lock
       // while another process (the CLI) writes.
       const stmt = db.prepare(sql === 'begin' ? 'begin immediate' : sql);
-      const readOnly = READ_ONLY.test(sql);
       const created: Entry = {
-        readOnly,
-        // Any statement that may write (`with … insert`, `insert … returning` included) and names
-        // an account table; a false alarm only costs a cache refill.
-        writesAccounts: !readOnly && ACCOUNT_TABLES.test(sql) && !WRITES_NOTHING_CACHED.test(sql),
+        readOnly: READ_ONLY.test(sql),
         statement: {
           reader: stmt.columns().length > 0,
           all: (params) => {
@@ -140,94 +120,15 @@ export function openNodeSqlite(path: string, synchronous: SqliteSynchronous = 'f
     raw: db,
     onCommit: null,
     close: () => db.close(),
-    accountGeneration() {
-      // Asked already in this task: the answer holds for what the task does (see checkedInTask).
-      // Not inside a transaction, whose snapshot may be newer than that answer.
-      if (db.isTransaction) {
-        checkedInTask = false;
-      } else if (checkedInTask) {
-        return generation;
-      } else {
-        checkedInTask = true;
-        queueMicrotask(endOfTask);
-      }
-      // No commit anywhere since data_version was last asked: nothing to ask.
-      if (logIndex?.readUnchanged()) return generation;
-      const version = (dataVersion.get() as { data_version: number }).data_version;
-      if (version !== lastDataVersion) {
-        lastDataVersion = version;
-        generation++;
-      }
-      // The header as it was before asking: a commit since then changes it, and is asked about
-      // next time. Not inside a transaction, whose snapshot may hide a commit the header shows.
-      if (!db.isTransaction) logIndex?.confirmLastRead();
-      return generation;
-    },
+    dataVersion: () => (dataVersion.get() as { data_version: number }).data_version,
     prepare: (sql: string): SqliteStatement => prepared(sql).statement,
   };
 
-  // A write to the account tables moves the generation at once (so no copy read before it is
-  // trusted after it), and again once its transaction is over, however it ended (so no copy read
-  // while it was open is trusted after a rollback).
   function afterStatement(entry: Entry): void {
-    const inTransaction = db.isTransaction;
-    // This connection may have seen commits newer than the task's look: the next call looks again.
-    checkedInTask = false;
-    if (entry.writesAccounts) {
-      generation++;
-      accountWriteInTransaction = inTransaction;
-    } else if (accountWriteInTransaction && !inTransaction) {
-      generation++;
-      accountWriteInTransaction = false;
-    }
-    if (!entry.readOnly && !inTransaction) database.onCommit?.();
+    if (!entry.readOnly && !db.isTransaction) database.onCommit?.();
   }
 
   return database;
-}
-
-/**
- * The write-ahead log's index header, at the start of the `-shm` file that every connection to
- * the database maps: any connection's commit (or a restart of the log) rewrites it. Reading its
- * 48 bytes is one pread; `PRAGMA data_version` takes and releases a lock on the log, several
- * times the cost, and was the largest single cost of a request served from the caches. So
- * data_version is asked only when the header has changed since it was last asked.
- */
-class LogIndexHeader {
-  // Opened for each connection (a database recreated at the same path is a new file) and never
-  // closed: closing any descriptor of a file drops every POSIX lock this process holds on it,
-  // SQLite's included, those of other connections and of the checkpointer thread too. So each
-  // store opened leaves one descriptor behind until the process exits.
-  private fd: number | null = null;
-  private readonly lastRead = Buffer.alloc(48);
-  private lastReadValid = false;
-  /** The header as read just before data_version was last asked (at first all 0xff, which no header is). */
-  private readonly confirmed = Buffer.alloc(48, 0xff);
-  private readonly path: string;
-
-  constructor(path: string) {
-    this.path = path;
-    this.readUnchanged();
-  }
-
-  /**
-   * Reads the header now: true when it is the confirmed one (no commit since). False when it
-   * moved, or cannot be read (then every call asks data_version).
-   */
-  readUnchanged(): boolean {
-    try {
-      this.fd ??= openSync(this.path, 'r');
-      this.lastReadValid = readSync(this.fd, this.lastRead, 0, 48, 0) === 48;
-    } catch {
-      this.lastReadValid = false;
-    }
-    return this.lastReadValid && this.lastRead.equals(this.confirmed);
-  }
-
-  /** Takes the header of the last read as confirmed: data_version has been asked since it was read. */
-  confirmLastRead(): void {
-    if (this.lastReadValid) this.lastRead.copy(this.confirmed);
-  }
 }
 
 type Bindable = null | number | bigint | string | Uint8Array;

@@ -9,7 +9,7 @@ import {
   BoundedWaitClient, CurrentSchemaPostgresDialect, NamedStatementClient, POSTGRES_CONNECT_TIMEOUT_MS, POSTGRES_STATEMENT_TIMEOUT_MS,
   type BoundedWaitClientConfig,
 } from './postgres-dialect.ts';
-import { runPreparedDirectly } from './prepared.ts';
+import { registerSqliteConnection } from './sqlite-transaction.ts';
 import { DatabaseAnchoredClock, systemClock, type SharedClock } from './shared-clock.ts';
 import { SqliteCheckpointer } from './sqlite-checkpointer.ts';
 import { makeFolder, makePrivateFile } from './private-files.ts';
@@ -34,12 +34,11 @@ export interface Store {
   /** PostgreSQL only: the schema this store lives in (tests use one per run). */
   readonly pgSchema: string | null;
   /**
-   * SQLite only: a number that changes whenever API keys, agents, memberships, users or
-   * workspaces may have changed, in this process or any other (see node-sqlite-adapter.ts).
-   * Null on PostgreSQL, where another instance's write cannot be seen without a round trip:
-   * there nothing is cached.
+   * SQLite only: a number that moves whenever another connection (the operator CLI, say) has
+   * committed since it was last asked; this store's own commits leave it as it is (see
+   * NodeSqliteDatabase.dataVersion). Null on PostgreSQL, which has no such cheap look.
    */
-  readonly accountGeneration: (() => number) | null;
+  readonly dataVersion: (() => number) | null;
   /** The time every instance on this store agrees on (see SharedClock): for leases and windows that instances compare. */
   readonly clock: SharedClock;
   /** SQLite only: copies the write-ahead log into the database off the event loop (the server does; the CLI does not). */
@@ -145,7 +144,7 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined, for
     throw cannotOpen(error);
   }
   const db = new Kysely<DB>({ dialect: new SqliteDialect({ database }) });
-  runPreparedDirectly(db, database);
+  registerSqliteConnection(db, database.raw);
   let checkpointer: SqliteCheckpointer | null = null;
   return {
     db,
@@ -153,7 +152,7 @@ function openSqlite(url: string, synchronous: SqliteSynchronous | undefined, for
     clock: systemClock,
     pgPool: null,
     pgSchema: null,
-    accountGeneration: database.accountGeneration,
+    dataVersion: database.dataVersion,
     startClockSync() {},
     startBackgroundCheckpoints(onError) {
       if (checkpointer || path === ':memory:') return;
@@ -237,7 +236,7 @@ async function openPostgres(rawUrl: string, options: OpenStoreOptions): Promise<
     clock,
     pgPool: pool,
     pgSchema: schema,
-    accountGeneration: null,
+    dataVersion: null,
     startBackgroundCheckpoints() {},
     startClockSync(onError) {
       // A failed measurement keeps the offset of the last one.

@@ -153,7 +153,7 @@ export class MessagePipeline {
     if (inbound.agentId !== undefined) {
       const agent = await this.deps.agents.findAvailable(inbound.userId, inbound.agentId);
       if (!agent) throw new Problem('agent_not_found', 'No such agent, or you cannot message it.');
-      return { session: null, agentId: agent.id };
+      return { session: null, agentId: agent.agent_id };
     }
     const agents = await this.deps.agents.listForUser(inbound.userId);
     if (agents.length === 1) return { session: null, agentId: agents[0]!.agent_id };

@@ -33,9 +33,11 @@ test('a disabled key is refused until it is enabled again', async () => {
 
 test('a key is refused from the moment its expiry passes, and cannot be enabled again', async () => {
   const u = await t.user();
-  await setExpiresAt(u.keyId, new Date(Date.now() + 60_000));
+  // Before the key's first use: time passing alone (no write in between) must turn it away.
+  const expiresAt = t.runtime.store.clock.now() + 1500;
+  await setExpiresAt(u.keyId, new Date(expiresAt));
   assert.equal((await listAgents(u.auth.authorization)).statusCode, 200);
-  await setExpiresAt(u.keyId, new Date(Date.now() - 1));
+  await new Promise((resolve) => setTimeout(resolve, expiresAt - t.runtime.store.clock.now() + 20));
   assert.equal((await listAgents(u.auth.authorization)).statusCode, 401);
   assert.equal(await t.runtime.services.keys.setEnabled(u.keyId, true), 'expired', 'enabling changes nothing');
   assert.equal((await listAgents(u.auth.authorization)).statusCode, 401);

@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
-import { mapMaybe } from '../../../domain/maybe-promise.ts';
 import { callerOf } from '../plugins/auth.ts';
 import { AgentSchema, COMMON_PROBLEMS, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
@@ -13,5 +12,5 @@ export function listAgentsRoute(app: ApiApp, ctx: ApiContext): void {
       summary: 'List the agents you can message',
       response: { 200: z.object({ agents: z.array(AgentSchema) }).describe('Every agent you can message: those of every workspace you belong to.'), ...COMMON_PROBLEMS, ...UNWANTED_BODY_PROBLEMS },
     },
-  }, (request) => mapMaybe(ctx.agents.listForUser(callerOf(request).userId), (agents) => ({ agents })));
+  }, async (request) => ({ agents: await ctx.agents.listForUser(callerOf(request).userId) }));
 }
