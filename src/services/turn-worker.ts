@@ -80,11 +80,11 @@ export class TurnWorker implements JobHandler {
     const missionClosed = !mission || mission.status === 'closed'; // closed: nobody can settle it any more
     if (payload.kind === 'question_answered') {
       const q = await this.store.db.selectFrom('questions').selectAll().where('id', '=', payload.requestId).executeTakeFirst();
-      if (!q || q.status === 'closed' || missionClosed) return null;
+      if (!q || q.status === 'closed' || q.status === 'cancelled' || missionClosed) return null;
       return { kind: 'question_answered', question: { requestId: q.id, text: q.text, answerType: q.answer_type }, answer: payload.answer };
     }
     const a = await this.store.db.selectFrom('actions').selectAll().where('id', '=', payload.operationId).executeTakeFirst();
-    if (!a || a.status === 'closed') return null;
+    if (!a || a.status === 'closed' || a.status === 'cancelled') return null;
     // An action already executing (its runner died mid-run) is left to finish, even on a closed mission.
     if (missionClosed && !(payload.kind === 'action_approved' && a.status === 'executing')) return null;
     const action = { operationId: a.id, kind: a.kind, summary: a.summary, details: JSON.parse(a.details) as Record<string, unknown> };

@@ -174,7 +174,8 @@ export interface MissionsTable {
   updated_at: string;
 }
 
-export type ActionStatus = 'pending' | 'approved' | 'executing' | 'done' | 'failed' | 'rejected' | 'closed';
+/** `closed`: its mission could no longer be settled (orphaned); `cancelled`: its session was cancelled (§9.4). */
+export type ActionStatus = 'pending' | 'approved' | 'executing' | 'done' | 'failed' | 'rejected' | 'closed' | 'cancelled';
 
 export interface ActionsTable {
   id: string;
@@ -192,7 +193,7 @@ export interface ActionsTable {
   decided_at: string | null;
 }
 
-export type QuestionStatus = 'open' | 'answered' | 'closed';
+export type QuestionStatus = 'open' | 'answered' | 'closed' | 'cancelled';
 
 export interface QuestionsTable {
   id: string;

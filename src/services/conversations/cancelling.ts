@@ -47,7 +47,7 @@ export async function cancelSession(deps: { store: Store; engine: TurnEngine }, 
     }
     const missions = await tx.db.selectFrom('missions').select('id')
       .where('session_id', '=', session.id).where('status', 'in', LIVE_MISSION).execute();
-    await closeWaitingItems(tx, dialect, missions.map((m) => m.id));
+    await closeWaitingItems(tx, dialect, missions.map((m) => m.id), 'cancelled');
     if (missions.length > 0) {
       await tx.db.updateTable('missions').set({ status: 'closed', updated_at: localIsoNow() })
         .where('id', 'in', missions.map((m) => m.id)).where('status', 'in', LIVE_MISSION).execute();

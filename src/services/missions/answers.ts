@@ -92,6 +92,8 @@ async function judgeAnswer(deps: AnswersDeps, userId: string, entry: unknown): P
   if (question.owner_user_id !== userId && !(await isMemberOfAgentWorkspace(deps, userId, question.agent_id))) return notFound;
   if (await closeIfOrphaned(deps, question.mission_id)) return notFound;
   if (question.status === 'closed') return notFound;
+  // Closed by its session's cancel (§9.4): settled, as an answered one is.
+  if (question.status === 'cancelled') return alreadyAnswered(requestId);
   if (question.status === 'answered') return alreadyAnswered(requestId);
 
   const text = (entry as Record<string, unknown>).text;
@@ -124,7 +126,7 @@ async function settleAnswer(deps: AnswersDeps, { question, text }: AcceptedAnswe
       .where('id', '=', requestId).where('status', '=', 'open').executeTakeFirst();
     if (Number(settled.numUpdatedRows) !== 1) {
       const now = await tx.db.selectFrom('questions').select('status').where('id', '=', requestId).executeTakeFirst();
-      return now?.status === 'answered' ? alreadyAnswered(requestId) : questionNotFound(requestId);
+      return now?.status === 'answered' || now?.status === 'cancelled' ? alreadyAnswered(requestId) : questionNotFound(requestId);
     }
     await continueMission(tx, deps.store, question, { kind: 'question_answered', missionId: question.mission_id, requestId, answer: text });
     await tx.publish({

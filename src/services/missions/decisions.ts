@@ -31,7 +31,7 @@ export async function settledAction(
     .where('id', '=', operationId).where('owner_user_id', '=', userId).executeTakeFirst();
   if (!action || action.status === 'pending') return null;
   // Approved actions go on to executing, done or failed; a closed one was never decided.
-  const outcome = action.status === 'rejected' ? 'rejected' : action.status === 'closed' ? 'closed' : 'approved';
+  const outcome = action.status === 'rejected' ? 'rejected' : action.status === 'closed' || action.status === 'cancelled' ? 'closed' : 'approved';
   return { summary: action.summary, outcome };
 }
 
@@ -56,6 +56,7 @@ async function decideOne(deps: MissionsDeps, userId: string, entry: unknown): Pr
   if (!action) return notFound;
   if (await closeIfOrphaned(deps, action.mission_id)) return notFound;
   if (action.status === 'closed') return notFound;
+  if (action.status === 'cancelled') return cancelled(operationId);
   if (action.status !== 'pending') return alreadySettled;
 
   return deps.engine.transact(async (tx) => {
@@ -75,6 +76,7 @@ async function decideOne(deps: MissionsDeps, userId: string, entry: unknown): Pr
 
     if (!(await settleAction(tx.db, action.id, approve ? 'approved' : 'rejected', decision, reason))) {
       const now = await tx.db.selectFrom('actions').select('status').where('id', '=', action.id).executeTakeFirst();
+      if (now?.status === 'cancelled') return cancelled(operationId);
       return now?.status === 'closed' ? notFound : alreadySettled;
     }
     await continueMission(tx, deps.store, action, approve
@@ -91,6 +93,11 @@ async function decideOne(deps: MissionsDeps, userId: string, entry: unknown): Pr
     return { operation_id: operationId, ok: true, outcome: approve ? 'approved' : 'rejected', also_approved: alsoApproved } satisfies DecisionResult;
   });
 }
+
+/** An action its session's cancel settled (§9.4): already settled, and saying by what. */
+const cancelled = (operationId: string): DecisionResult => ({
+  operation_id: operationId, ok: false, error: { code: 'already_settled', message: 'This action was cancelled with its session.' },
+});
 
 /** The owner's feed hears that the action is settled (§9.3 `action.settled`). */
 function tellSettled(tx: UnitOfWork, action: Action, outcome: 'approved' | 'rejected'): Promise<void> {

@@ -96,7 +96,7 @@ export async function closeOrphanedMissions(deps: MissionsDeps, scope: { mission
   if (orphans.length === 0) return 0;
   const ids = orphans.map((o) => o.id);
   return deps.engine.transact(async (tx) => {
-    await closeWaitingItems(tx, deps.store.dialect, ids);
+    await closeWaitingItems(tx, deps.store.dialect, ids, 'closed');
     const closed = await tx.db.updateTable('missions').set({ status: 'closed', updated_at: localIsoNow() })
       .where('id', 'in', ids).where('status', 'in', LIVE_MISSION).executeTakeFirst();
     return Number(closed.numUpdatedRows);
@@ -105,17 +105,19 @@ export async function closeOrphanedMissions(deps: MissionsDeps, scope: { mission
 
 /**
  * Closes what the missions wait on: their pending and approved actions and their open
- * questions (an action already executing is left to finish). A pending action is told as
- * settled (`cancelled`), a question as closed. Actions, then questions: the order every
- * settling transaction locks in; the missions themselves are the caller's to close next.
+ * questions (an action already executing is left to finish), as `closed` (nobody can settle
+ * them any more: to whoever tries, they are not found) or `cancelled` (their session was
+ * cancelled: they were settled, by the cancel). A pending action is told as settled
+ * (`cancelled`), a question as closed. Actions, then questions: the order every settling
+ * transaction locks in; the missions themselves are the caller's to close next.
  */
-export async function closeWaitingItems(tx: UnitOfWork, dialect: Dialect, missionIds: string[]): Promise<void> {
+export async function closeWaitingItems(tx: UnitOfWork, dialect: Dialect, missionIds: string[], status: 'closed' | 'cancelled'): Promise<void> {
   if (missionIds.length === 0) return;
   const closable = await tx.db.selectFrom('actions').select('id')
     .where('mission_id', 'in', missionIds).where('status', 'in', ['pending', 'approved']).execute();
   await lockActionsInIdOrder(tx.db, dialect, closable.map((a) => a.id));
   // The rows this transaction changed, as they were: only those are told (a decision may have come first).
-  const actions = await tx.db.updateTable('actions').set({ status: 'closed' })
+  const actions = await tx.db.updateTable('actions').set({ status })
     .where('mission_id', 'in', missionIds).where('status', 'in', ['pending', 'approved'])
     .returning(['id', 'session_id', 'agent_id', 'owner_user_id', 'decided_at']).execute();
   for (const action of actions) {
@@ -125,7 +127,7 @@ export async function closeWaitingItems(tx: UnitOfWork, dialect: Dialect, missio
       data: { operation_id: action.id, outcome: 'cancelled' },
     });
   }
-  const questions = await tx.db.updateTable('questions').set({ status: 'closed' })
+  const questions = await tx.db.updateTable('questions').set({ status })
     .where('mission_id', 'in', missionIds).where('status', '=', 'open')
     .returning(['id', 'session_id', 'agent_id', 'owner_user_id', 'asked_of']).execute();
   for (const question of questions) {
