@@ -6,7 +6,7 @@ import { isRateLimitStore, POSTGRES_LIMITER_NEEDS_POSTGRES, RATE_LIMIT_STORES, r
 import { SQLITE_SYNCHRONOUS_MODES, type SqliteSynchronous } from './store/node-sqlite-adapter.ts';
 import { DEFAULT_DATABASE_URL, isPostgresUrl, sqlitePathOf } from './store/store.ts';
 
-/** Every server setting, read from the environment once. README lists each of them. */
+/** Every server setting, read from the environment once. docs/configuration.md describes each of them. */
 export interface Config {
   port: number;
   host: string;

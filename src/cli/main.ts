@@ -28,7 +28,7 @@ const USAGE = `agent-channel <command> [flags]        (--help: this; --version: 
 
 DATABASE_URL selects the database (default sqlite:./data/agent-channel.db).
 serve takes no flags: its settings are environment variables (PORT, HOST, LOG_LEVEL, …),
-each described in the README's Configuration table, e.g. PORT=9000 agent-channel serve.`;
+each described in docs/configuration.md, e.g. PORT=9000 agent-channel serve.`;
 
 type Flags = Record<string, string | undefined>;
 type Out = (line: string) => void;
