@@ -2,9 +2,10 @@ import pMap from 'p-map';
 import type { Brain } from '../../brains/brain.ts';
 import { looksLikeId } from '../../domain/ids.ts';
 import { isLongerThan, isUnstorableText, TEXT_MAX_LENGTH, UNSTORABLE_TEXT_RULE } from '../../domain/problems.ts';
-import type { Question } from '../../store/schema.ts';
+import type { Kysely } from 'kysely';
+import type { DB, Question } from '../../store/schema.ts';
 import { localIsoNow } from '../clock.ts';
-import { closeIfOrphaned, continueMission, type MissionsDeps } from './lifecycle.ts';
+import { closeIfOrphaned, continueMission, isOrphaned, type MissionsDeps } from './lifecycle.ts';
 import { type AnswerResult, type AnswerResults, stringField } from './schemas.ts';
 
 /** Answering needs a judge besides: whether an answer fits its question is the brain's to say. */
@@ -33,6 +34,12 @@ function questionNotFound(requestId: string | null): AnswerResult {
 
 function alreadyAnswered(requestId: string): AnswerResult {
   return { request_id: requestId, ok: false, error: { code: 'already_answered', message: 'This question already has an accepted answer.' } };
+}
+
+/** A closed question: by a cancel of its session, settled for good (§9.4); as an orphan, gone for everyone. */
+async function closedQuestion(db: Kysely<DB>, question: Pick<Question, 'id' | 'mission_id'>): Promise<AnswerResult> {
+  if (await isOrphaned(db, question.mission_id)) return questionNotFound(question.id);
+  return { request_id: question.id, ok: false, error: { code: 'already_answered', message: 'This question was closed unanswered: its session\'s work was cancelled.' } };
 }
 
 /**
@@ -91,7 +98,7 @@ async function judgeAnswer(deps: AnswersDeps, userId: string, entry: unknown): P
   if (!question) return notFound;
   if (question.owner_user_id !== userId && !(await isMemberOfAgentWorkspace(deps, userId, question.agent_id))) return notFound;
   if (await closeIfOrphaned(deps, question.mission_id)) return notFound;
-  if (question.status === 'closed') return notFound;
+  if (question.status === 'closed') return closedQuestion(deps.store.db, question);
   if (question.status === 'answered') return alreadyAnswered(requestId);
 
   const text = (entry as Record<string, unknown>).text;
@@ -124,7 +131,7 @@ async function settleAnswer(deps: AnswersDeps, { question, text }: AcceptedAnswe
       .where('id', '=', requestId).where('status', '=', 'open').executeTakeFirst();
     if (Number(settled.numUpdatedRows) !== 1) {
       const now = await tx.db.selectFrom('questions').select('status').where('id', '=', requestId).executeTakeFirst();
-      return now?.status === 'answered' ? alreadyAnswered(requestId) : questionNotFound(requestId);
+      return now?.status === 'answered' ? alreadyAnswered(requestId) : now?.status === 'closed' ? closedQuestion(tx.db, question) : questionNotFound(requestId);
     }
     await continueMission(tx, deps.store, question, { kind: 'question_answered', missionId: question.mission_id, requestId, answer: text });
     await tx.publish({

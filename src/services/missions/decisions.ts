@@ -1,9 +1,9 @@
-import type { Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { looksLikeId } from '../../domain/ids.ts';
 import type { UnitOfWork } from '../../engine/unit-of-work.ts';
 import type { Action, DB } from '../../store/schema.ts';
 import { localIsoNow } from '../clock.ts';
-import { closeIfOrphaned, continueMission, LIVE_MISSION, lockActionsInIdOrder, type MissionsDeps } from './lifecycle.ts';
+import { closeIfOrphaned, continueMission, isOrphaned, LIVE_MISSION, lockActionsInIdOrder, type MissionsDeps } from './lifecycle.ts';
 import { type Decision, DecisionEntrySchema, type DecisionResult, type DecisionResults, stringField } from './schemas.ts';
 
 const NO_ACTION = 'No pending action with this operation_id.';
@@ -49,13 +49,17 @@ async function decideOne(deps: MissionsDeps, userId: string, entry: unknown): Pr
   const alreadySettled: DecisionResult = {
     operation_id: operationId, ok: false, error: { code: 'already_settled', message: 'This action was already approved or rejected.' },
   };
+  // Closed: by a cancel of its session, settled for good (§9.4); as an orphan, gone for everyone.
+  const closed = async (db: Kysely<DB>, missionId: string): Promise<DecisionResult> => ((await isOrphaned(db, missionId)) ? notFound : {
+    operation_id: operationId, ok: false, error: { code: 'already_settled', message: 'This action was closed without a decision: its session\'s work was cancelled.' },
+  });
 
   if (!looksLikeId('action', operationId)) return notFound;
   const action = await deps.store.db.selectFrom('actions').selectAll()
     .where('id', '=', operationId).where('owner_user_id', '=', userId).executeTakeFirst();
   if (!action) return notFound;
   if (await closeIfOrphaned(deps, action.mission_id)) return notFound;
-  if (action.status === 'closed') return notFound;
+  if (action.status === 'closed') return closed(deps.store.db, action.mission_id);
   if (action.status !== 'pending') return alreadySettled;
 
   return deps.engine.transact(async (tx) => {
@@ -75,7 +79,7 @@ async function decideOne(deps: MissionsDeps, userId: string, entry: unknown): Pr
 
     if (!(await settleAction(tx.db, action.id, approve ? 'approved' : 'rejected', decision, reason))) {
       const now = await tx.db.selectFrom('actions').select('status').where('id', '=', action.id).executeTakeFirst();
-      return now?.status === 'closed' ? notFound : alreadySettled;
+      return now?.status === 'closed' ? closed(tx.db, action.mission_id) : alreadySettled;
     }
     await continueMission(tx, deps.store, action, approve
       ? { kind: 'action_approved', missionId: action.mission_id, operationId: action.id }
