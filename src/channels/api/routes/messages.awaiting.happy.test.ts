@@ -29,7 +29,8 @@ test('the send result of every status carries awaiting, and so does the transcri
   const pending = [{ type: 'action', operation_id: operationId, kind: 'email', summary }];
   assert.deepEqual(body.awaiting, pending, 'completed, with the action it drafted');
 
-  const sleep = unique('!sleep 1500');
+  // Long enough for three more sends to find it running.
+  const sleep = unique('!sleep 3000');
   const processing = await send(t, u, { text: sleep, session_id: body.session_id }, { Prefer: 'wait=0' });
   assert.equal(processing.statusCode, 202);
   assert.equal(processing.json().status, 'processing');
