@@ -152,3 +152,13 @@ test('a model setting that cannot work is refused with what to set, never echoin
   }
   assert.equal(loadConfig({ MODEL_PROVIDER: 'anthropic', MODEL_NAME: 'm', MODEL_API_KEY: 'sk-ant-api03-Ab_c-9' }).model?.apiKey, 'sk-ant-api03-Ab_c-9');
 });
+
+test('EVENT_RETENTION_HOURS: a week unless set, from 1 hour to a year; anything else is refused', () => {
+  assert.equal(loadConfig({}).eventRetentionMs, 168 * 3_600_000);
+  assert.equal(loadConfig({ EVENT_RETENTION_HOURS: '1' }).eventRetentionMs, 3_600_000);
+  assert.equal(loadConfig({ EVENT_RETENTION_HOURS: '8760' }).eventRetentionMs, 8760 * 3_600_000);
+  for (const bad of ['0', '8761', '-1', '1.5', '24h', 'a week']) {
+    assert.throws(() => loadConfig({ EVENT_RETENTION_HOURS: bad }),
+      new RegExp(`^Error: EVENT_RETENTION_HOURS must be an integer between 1 and 8760 \\(got "${bad.replace('.', '\\.')}"\\)$`), bad);
+  }
+});

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { send } from '../testing/conversation.ts';
-import { startTestApp, TEST_DB, type TestApp } from '../testing/harness.ts';
+import { loadConfig } from '../config.ts';
+import { allEvents } from '../testing/feed.ts';
+import { startTestApp, TEST_DB, withTestApp, type TestApp } from '../testing/harness.ts';
 import { actionState, draftAction, unique } from '../testing/missions.ts';
 import { PostgresRateLimiter } from '../ratelimit/postgres.ts';
 import { WINDOW_MS } from '../ratelimit/rate-limiter.ts';
@@ -23,6 +25,24 @@ test('expired idempotency records and duplicate-window claims are deleted; fresh
   // After the window the same text is a new message again.
   const again = await send(t, u, { text: 'claims the window' });
   assert.equal(again.json().status, 'completed');
+});
+
+test('events older than EVENT_RETENTION_HOURS are deleted by the sweep; younger ones stay', async () => {
+  await withTestApp(async (app) => {
+    const u = await app.userWithAgent();
+    const first = (await send(app, u, { text: 'to be purged' })).json();
+    await send(app, u, { text: 'this one too', session_id: first.session_id });
+    assert.equal((await allEvents(app, u)).length, 2);
+    const { housekeeping } = app.runtime.services;
+    const hour = 3_600_000;
+    assert.equal((await housekeeping.runOnce(Date.now() + 2 * hour - 60_000)).events, 0, 'not two hours old yet');
+    assert.equal((await allEvents(app, u)).length, 2);
+    assert.equal((await housekeeping.runOnce(Date.now() + 2 * hour + 60_000)).events, 2);
+    assert.deepEqual(await allEvents(app, u), []);
+    // The feed goes on with what comes next.
+    const later = (await send(app, u, { text: 'kept', session_id: first.session_id })).json();
+    assert.deepEqual((await allEvents(app, u)).map((e) => e.data), [{ text: 'You said: kept', ts: later.reply_ts }]);
+  }, { eventRetentionMs: loadConfig({ EVENT_RETENTION_HOURS: '2' }).eventRetentionMs });
 });
 
 test('web app sessions that are over (idle too long, or past their end) are deleted by the sweep, with nobody logging in; live ones stay', async () => {

@@ -35,6 +35,11 @@ function alreadyAnswered(requestId: string): AnswerResult {
   return { request_id: requestId, ok: false, error: { code: 'already_answered', message: 'This question already has an accepted answer.' } };
 }
 
+/** A question its session's cancel closed (§9.4): settled for good, as an answered one is. */
+function cancelledQuestion(requestId: string): AnswerResult {
+  return { request_id: requestId, ok: false, error: { code: 'already_answered', message: 'This question was closed unanswered: its session\'s work was cancelled.' } };
+}
+
 /**
  * §6: one result per entry, in order; the first accepted answer wins. Answers are judged up to
  * JUDGED_AT_ONCE at a time (a model's judge takes seconds per answer), those to one question
@@ -93,7 +98,7 @@ async function judgeAnswer(deps: AnswersDeps, userId: string, entry: unknown): P
   if (await closeIfOrphaned(deps, question.mission_id)) return notFound;
   if (question.status === 'closed') return notFound;
   // Closed by its session's cancel (§9.4): settled, as an answered one is.
-  if (question.status === 'cancelled') return alreadyAnswered(requestId);
+  if (question.status === 'cancelled') return cancelledQuestion(requestId);
   if (question.status === 'answered') return alreadyAnswered(requestId);
 
   const text = (entry as Record<string, unknown>).text;
@@ -126,7 +131,8 @@ async function settleAnswer(deps: AnswersDeps, { question, text }: AcceptedAnswe
       .where('id', '=', requestId).where('status', '=', 'open').executeTakeFirst();
     if (Number(settled.numUpdatedRows) !== 1) {
       const now = await tx.db.selectFrom('questions').select('status').where('id', '=', requestId).executeTakeFirst();
-      return now?.status === 'answered' || now?.status === 'cancelled' ? alreadyAnswered(requestId) : questionNotFound(requestId);
+      if (now?.status === 'cancelled') return cancelledQuestion(requestId);
+      return now?.status === 'answered' ? alreadyAnswered(requestId) : questionNotFound(requestId);
     }
     await continueMission(tx, deps.store, question, { kind: 'question_answered', missionId: question.mission_id, requestId, answer: text });
     await tx.publish({

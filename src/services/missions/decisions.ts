@@ -96,7 +96,7 @@ async function decideOne(deps: MissionsDeps, userId: string, entry: unknown): Pr
 
 /** An action its session's cancel settled (§9.4): already settled, and saying by what. */
 const cancelled = (operationId: string): DecisionResult => ({
-  operation_id: operationId, ok: false, error: { code: 'already_settled', message: 'This action was cancelled with its session.' },
+  operation_id: operationId, ok: false, error: { code: 'already_settled', message: 'This action was closed without a decision: its session\'s work was cancelled.' },
 });
 
 /** The owner's feed hears that the action is settled (§9.3 `action.settled`). */

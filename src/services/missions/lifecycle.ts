@@ -69,6 +69,17 @@ export async function lockActionsInIdOrder(trx: Transaction<DB>, dialect: Dialec
   await trx.selectFrom('actions').select('id').where('id', 'in', ids).orderBy('id').forUpdate().execute();
 }
 
+/** Missions, whatever their status, whose session or agent is gone or whose owner is no longer a member of the agent's workspace. */
+function orphanedMissions(db: Kysely<DB>) {
+  return db.selectFrom('missions')
+    .leftJoin('sessions', 'sessions.id', 'missions.session_id')
+    .leftJoin('agents', 'agents.id', 'missions.agent_id')
+    .leftJoin('memberships', (join) => join
+      .onRef('memberships.workspace_id', '=', 'agents.workspace_id').onRef('memberships.user_id', '=', 'missions.owner_user_id'))
+    .select('missions.id')
+    .where((eb) => eb.or([eb('sessions.id', 'is', null), eb('agents.id', 'is', null), eb('memberships.user_id', 'is', null)]));
+}
+
 /**
  * No orphans: a live mission whose session or agent is gone, or whose owner is no longer a
  * member of the agent's workspace, can never be settled by anyone. Close it with its pending
@@ -76,13 +87,7 @@ export async function lockActionsInIdOrder(trx: Transaction<DB>, dialect: Dialec
  * the missions a user owns or was asked on, or (no scope) every mission. Returns how many closed.
  */
 export async function closeOrphanedMissions(deps: MissionsDeps, scope: { missionId?: string; involving?: string } = {}): Promise<number> {
-  const orphans = await deps.store.db.selectFrom('missions')
-    .leftJoin('sessions', 'sessions.id', 'missions.session_id')
-    .leftJoin('agents', 'agents.id', 'missions.agent_id')
-    .leftJoin('memberships', (join) => join
-      .onRef('memberships.workspace_id', '=', 'agents.workspace_id').onRef('memberships.user_id', '=', 'missions.owner_user_id'))
-    .select('missions.id')
-    .where((eb) => eb.or([eb('sessions.id', 'is', null), eb('agents.id', 'is', null), eb('memberships.user_id', 'is', null)]))
+  const orphans = await orphanedMissions(deps.store.db)
     .$if(scope.missionId !== undefined, (q) => q.where('missions.id', '=', scope.missionId!))
     // The caller's live missions, and those with a question still open for the caller (live:
     // a mission's questions close with it). Each branch names its own index; one condition on

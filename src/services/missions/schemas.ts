@@ -57,7 +57,7 @@ export const DecisionResultSchema = z.union([
     operation_id: z.string().nullable().meta({ description: 'As sent; null when the entry had no operation_id string.' }),
     ok: z.literal(false),
     error: entryErrorSchema(['not_found', 'already_settled', 'invalid_decision']).meta({
-      description: '`not_found`: no such action of yours (or it was closed); `already_settled`: decided before; `invalid_decision`: the entry is malformed.',
+      description: '`not_found`: no such action of yours (or it was closed because its session or agent is gone, or you left its workspace); `already_settled`: decided before, or closed by a cancel of its session; `invalid_decision`: the entry is malformed.',
     }),
   }),
 ]).meta({ id: 'DecisionResult' });
@@ -74,7 +74,7 @@ export const AnswerResultSchema = z.union([
     request_id: z.string().nullable().meta({ description: 'As sent; null when the entry had no request_id string.' }),
     ok: z.literal(false),
     error: z.object({
-      code: z.enum(['not_found', 'already_answered']).meta({ description: '`not_found`: no such open question for you (or it was closed), or the entry names none (not an object, or no `request_id` string; `message` says which); `already_answered`: an answer was accepted before.' }),
+      code: z.enum(['not_found', 'already_answered']).meta({ description: '`not_found`: no such open question for you (or it was closed because its session or agent is gone, or its asker left the workspace), or the entry names none (not an object, or no `request_id` string; `message` says which); `already_answered`: an answer was accepted before, or it was closed by a cancel of its session.' }),
       message: z.string(),
     }),
   }),

@@ -64,8 +64,10 @@ export function listEventsRoute(app: ApiApp, ctx: ApiContext): void {
     const gone = AbortSignal.any([hangUpSignal(request, reply), ctx.streams.shutdownSignal]);
     if (!reply.sse) {
       const hold = heldWait(request.headers.prefer, ctx.conversations.waitCeilingMs);
+      const page = await ctx.feed.read(caller.userId, { after, limit, sessionId }, { waitMs: hold?.waitMs ?? 0, signal: gone });
+      // Only a read that was answered had its wait applied; a refused one (404, 410, 422) held nothing.
       if (hold) reply.header('Preference-Applied', hold.applied);
-      return ctx.feed.read(caller.userId, { after, limit, sessionId }, { waitMs: hold?.waitMs ?? 0, signal: gone });
+      return page;
     }
     const release = ctx.streams.open(caller.keyId);
     try {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { send, transcript } from '../../../testing/conversation.ts';
-import { startTestApp, type TestApp } from '../../../testing/harness.ts';
+import { API, startTestApp, type TestApp } from '../../../testing/harness.ts';
 
 let t: TestApp;
 before(async () => { t = await startTestApp(); });
@@ -39,5 +39,19 @@ test('a query parameter given twice is 422 saying so (not "expected string, rece
     const res = await transcript(t, u, sessionId, query);
     assert.equal(res.statusCode, 422, query);
     assert.deepEqual(res.json().errors, [{ path, message: 'must be given once' }], query);
+  }
+});
+
+test('a read that asks to wait (Prefer: wait) is still 422 for an after that is not a turn ts, answered at once', async () => {
+  const u = await t.userWithAgent();
+  const sessionId = (await send(t, u, { text: 'bad cursor' })).json().session_id;
+  for (const bad of ['yesterday', '2026-11-22T12:34:56Z', 'evt_1']) {
+    const started = performance.now();
+    const res = await t.inject({ method: 'GET', url: `${API}/sessions/${sessionId}/messages?after=${encodeURIComponent(bad)}`, headers: { ...u.auth, prefer: 'wait=10' } });
+    assert.equal(res.statusCode, 422, bad);
+    assert.equal(res.json().code, 'validation_failed', bad);
+    assert.deepEqual(res.json().errors.map((e: { path: string }) => e.path), ['after'], bad);
+    assert.equal(res.headers['preference-applied'], undefined, `${bad}: nothing was held`);
+    assert.ok(performance.now() - started < 5_000, `${bad}: answered at once, not after the wait`);
   }
 });

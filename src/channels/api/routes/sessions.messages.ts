@@ -45,8 +45,10 @@ export function readTranscriptRoute(app: ApiApp, ctx: ApiContext): void {
     const { after } = request.query;
     // Only a read after a turn is held (§9.1): without `after` there is nothing to wait past.
     const hold = after === undefined ? null : heldWait(request.headers.prefer, ctx.conversations.waitCeilingMs);
-    if (hold) reply.header('Preference-Applied', hold.applied);
-    return ctx.conversations.transcript(callerOf(request).userId, request.params.session_id, { after, limit: pageLimitOf(request.query.limit) },
+    const page = await ctx.conversations.transcript(callerOf(request).userId, request.params.session_id, { after, limit: pageLimitOf(request.query.limit) },
       hold ? { waitMs: hold.waitMs, signal: AbortSignal.any([hangUpSignal(request, reply), ctx.streams.shutdownSignal]) } : undefined);
+    // Only a read that was answered had its wait applied; a refused one (404, 422) held nothing.
+    if (hold) reply.header('Preference-Applied', hold.applied);
+    return page;
   });
 }

@@ -31,7 +31,7 @@ const ERRORS: Record<string, string> = {
 const SETTLED = {
   approved: 'was already approved.',
   rejected: 'was already rejected.',
-  closed: 'was closed without a decision: its conversation or its agent is gone, or you are no longer in its workspace.',
+  closed: 'was closed without a decision: its conversation or its agent is gone, you are no longer in its workspace, or the conversation\'s work was cancelled.',
 } as const;
 
 interface Refused {
