@@ -130,6 +130,9 @@ test('an observer that throws stops neither a turn nor the engine', async () => 
         assert.equal(res.json().reply, `You said: ${text}`);
       }
       await queueDrained(t);
+      // The reply can reach its request (and the queue read empty) before the run's end is told
+      // (on PostgreSQL the wake-up may come through the bus first): wait for it, bounded.
+      for (const giveUpAt = Date.now() + 5000; told < 4 && Date.now() < giveUpAt;) await new Promise((resolve) => setTimeout(resolve, 10));
       assert.equal(told, 4, 'told of both runs, start and end');
       const page = await scrape(t);
       assert.equal(sample(page, 'turns_total', { ...message, outcome: 'done' }), 2, 'the metrics go on counting');
