@@ -74,6 +74,8 @@ export function listEventsRoute(app: ApiApp, ctx: ApiContext): void {
       let position = await ctx.feed.streamStart(caller.userId, { lastEventId: request.headers['last-event-id'], after, sessionId });
       // A problem found so far is a plain answer; from here on the stream is open.
       reply.sse.sendHeaders();
+      // Now, not with the first event or heartbeat: the client knows at once that its stream is open.
+      reply.raw.flushHeaders();
       while (!gone.aborted && reply.sse.isConnected) {
         const page = await ctx.feed.pageAfter(caller.userId, position, PAGE_LIMIT.max, sessionId ?? null, { waitMs: STREAM_HOLD_MS, signal: gone });
         for (const event of page.events) {
