@@ -72,6 +72,7 @@ export function listEventsRoute(app: ApiApp, ctx: ApiContext): void {
       let position = await ctx.feed.streamStart(caller.userId, { lastEventId: request.headers['last-event-id'], after, sessionId });
       // A problem found so far is a plain answer; from here on the stream is open.
       reply.sse.sendHeaders();
+      reply.raw.flushHeaders(); // now, not with the first event or heartbeat: a client may wait for the stream to be open
       while (!gone.aborted && reply.sse.isConnected) {
         const page = await ctx.feed.pageAfter(caller.userId, position, PAGE_LIMIT.max, sessionId ?? null, { waitMs: STREAM_HOLD_MS, signal: gone });
         for (const event of page.events) {
