@@ -199,15 +199,16 @@ document.addEventListener('click', async (event) => {
   function follow() {
     if (source || document.hidden) return;
     clearTimeout(reopen);
-    source = new EventSource('/events/stream');
-    source.onopen = () => { read(); };
-    source.onmessage = (message) => {
+    const stream = new EventSource('/events/stream');
+    source = stream;
+    stream.onopen = () => { read(); };
+    stream.onmessage = (message) => {
       let event;
       try { event = JSON.parse(message.data); } catch { return; }
       if (event.session_id === sessionId) read();
     };
-    source.onerror = () => {
-      if (source.readyState !== EventSource.CLOSED) return; // reconnecting by itself
+    stream.onerror = () => {
+      if (stream.readyState !== EventSource.CLOSED || source !== stream) return; // reconnecting by itself
       // Refused (logged out: the read sends the page to log in; too many tabs following): read
       // once, and try again later.
       source = null;
