@@ -1,9 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { RateLimiter } from '../../ratelimit/rate-limiter.ts';
-import sseModule, { type SSEPluginOptions } from '@fastify/sse';
-import type { FastifyPluginAsync } from 'fastify';
 import type { ApiApp, ApiServices } from './context.ts';
-import { EventStreams } from './event-streams.ts';
+import { EventStreams, fastifySse, HEARTBEAT_INTERVAL_MS, MAX_STREAMS_PER_HOLDER } from '../event-streams.ts';
 import { installKeyAuth } from './plugins/auth.ts';
 import { getBodyJudge } from '../json-body.ts';
 import { listAgentsRoute } from './routes/agents.list.ts';
@@ -19,17 +17,12 @@ import { cancelSessionRoute } from './routes/sessions.cancel.ts';
 
 export { API_PREFIX } from './prefix.ts';
 
-// The package's CommonJS export is the plugin itself (wrapped so its route hook sees our routes);
-// its type declarations describe an ES module whose default is that plugin.
-const fastifySse = sseModule as unknown as FastifyPluginAsync<SSEPluginOptions>;
-
 /** The API channel: bearer-key auth and rate limit around one file per route. */
 export function apiChannel(services: ApiServices, rateLimiter: RateLimiter) {
   return async function register(scope: FastifyInstance): Promise<void> {
     installKeyAuth(scope, { keys: services.keys, rateLimiter, judgeGetBody: getBodyJudge(scope) });
-    // A comment line every 10 s keeps a quiet stream (and the proxies on its way) open (§9.3: at most every 15 s).
-    await scope.register(fastifySse, { heartbeatInterval: 10_000 });
-    const streams = new EventStreams();
+    await scope.register(fastifySse, { heartbeatInterval: HEARTBEAT_INTERVAL_MS });
+    const streams = new EventStreams(`This key already holds ${MAX_STREAMS_PER_HOLDER} open event streams: close one, or share one stream between readers.`);
     // Streams and held reads end as the server starts closing: their clients reconnect elsewhere or after the restart.
     scope.addHook('preClose', (done) => { streams.shutDown(); done(); });
     const ctx = { ...services, streams };

@@ -7,6 +7,7 @@ import { page, type NavKey } from './layout.ts';
 import type { Sealer } from './flash.ts';
 import type { RateLimiter } from '../../ratelimit/rate-limiter.ts';
 import type { SharedClock } from '../../store/shared-clock.ts';
+import type { EventStreams } from '../event-streams.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -35,6 +36,8 @@ export interface WebContext {
   sealer: Sealer;
   /** The store's clock, which every instance shares: for times another instance wrote. */
   clock: SharedClock;
+  /** The feed streams the pages hold open on this instance (see pages/feed.ts). */
+  streams: EventStreams;
 }
 
 export interface RenderOptions {

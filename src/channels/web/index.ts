@@ -14,6 +14,8 @@ import { agentsRoutes } from './pages/agents.ts';
 import { conversationsRoutes } from './pages/conversations.ts';
 import { inboxRoutes } from './pages/inbox.ts';
 import { chatRoutes } from './pages/chat.ts';
+import { feedRoutes } from './pages/feed.ts';
+import { EventStreams, fastifySse, HEARTBEAT_INTERVAL_MS, MAX_STREAMS_PER_HOLDER } from '../event-streams.ts';
 import { isStoreUnavailable, storeOutageFields } from '../../store/unavailable.ts';
 
 const CSP = [
@@ -39,13 +41,17 @@ function loadAsset(name: string, type: string): Asset {
  * encapsulated plugin; its cookie and form-body parsers, hooks and error pages stay inside it,
  * so the API channel keeps its own behaviour (e.g. 415 for form bodies).
  */
-export function webChannel(deps: Omit<WebContext, 'sealer'>) {
+export function webChannel(deps: Omit<WebContext, 'sealer' | 'streams'>) {
   return async function register(scope: FastifyInstance): Promise<void> {
     const ctx: WebContext = {
       ...deps,
       // What one instance seals, another may open: its expiry is by the clock they share.
       sealer: new Sealer({ key: await deps.services.webSessions.sealingKey(), now: () => deps.clock.now() }),
+      streams: new EventStreams(`You already have ${MAX_STREAMS_PER_HOLDER} pages following your conversations: close one.`),
     };
+    await scope.register(fastifySse, { heartbeatInterval: HEARTBEAT_INTERVAL_MS });
+    // The pages' feed streams end as the server starts closing: their EventSources reconnect elsewhere or after the restart.
+    scope.addHook('preClose', (done) => { ctx.streams.shutDown(); done(); });
     await scope.register(cookie);
     // Room for the longest chat message the server accepts: 32,000 characters of up to 4 bytes,
     // percent-encoded (3 characters a byte), plus the other fields.
@@ -137,7 +143,7 @@ export function webChannel(deps: Omit<WebContext, 'sealer'>) {
       return reply.type(asset.type).send(asset.body);
     });
 
-    for (const routes of [accountRoutes, keysRoutes, agentsRoutes, conversationsRoutes, inboxRoutes, chatRoutes]) routes(scope, ctx);
+    for (const routes of [accountRoutes, keysRoutes, agentsRoutes, conversationsRoutes, inboxRoutes, chatRoutes, feedRoutes]) routes(scope, ctx);
 
     // Pages that do not exist: an HTML page for browsers; anything else keeps the problem+json 404
     // (unknown API URLs never get here: see installErrorHandling).

@@ -581,14 +581,28 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   assert.equal(await page.getByRole('heading', { level: 1 }).textContent(), 'Chat with Report bot');
   assert.equal(await page.getByText('Ctrl+Enter sends').isVisible(), true, 'with the script running, the shortcut is offered');
 
-  // A slow reply shows that the agent is working on it.
-  await page.getByLabel('Message').fill('!sleep 2000 that took a while');
+  // A slow reply shows that the agent is working on it, and appears by itself when it comes. The
+  // page follows the conversation through the event feed: it reads the transcript once after
+  // sending, then not again until the feed says the turn has ended (no polling meanwhile).
+  const chatSession = new URL(page.url()).searchParams.get('session')!;
+  const reads: number[] = [];
+  const countRead = (request: { url(): string }) => { if (request.url().includes('/messages.json')) reads.push(Date.now()); };
+  page.on('request', countRead);
+  await page.evaluate('window.notReloaded = true');
+  await page.getByLabel('Message').fill('!sleep 4000 that took a while');
   await page.getByRole('button', { name: 'Send' }).click();
   await page.getByText('The agent is working on it').waitFor();
   assert.equal(await page.locator('[data-chat-badge] .badge').textContent(), 'processing');
   await shoot(page, 'chat-processing');
   await page.getByText('You said: that took a while').waitFor({ timeout: 20_000 });
+  page.off('request', countRead);
   assert.equal(await page.locator('[data-chat]').getAttribute('data-status'), 'idle');
+  assert.equal(await page.evaluate('window.notReloaded'), true, 'not reloaded');
+  const reply = await t.runtime.store.db.selectFrom('turns').select('ts').where('session_id', '=', chatSession)
+    .where('text', '=', 'You said: that took a while').executeTakeFirstOrThrow();
+  const repliedAt = Date.parse(reply.ts);
+  assert.equal(reads.filter((at) => at < repliedAt).length, 1, `one read after sending, none while the agent worked: ${reads.map((at) => at - repliedAt)} ms from the reply`);
+  assert.ok(reads.some((at) => at >= repliedAt), 'and one once the feed said the turn had ended');
 
   // Queued: the agent is busy with another conversation (through the API), so this message waits its turn.
   const busy = api('/messages', second, { method: 'POST', body: { text: '!sleep 3000 busy elsewhere' } });
@@ -603,32 +617,61 @@ test('a new user goes through the whole web app', { skip, timeout: 180_000 }, as
   assert.equal((await busy).status, 200);
   await shoot(page, 'chat', { dark: true });
 
-  // A turn that leaves something for this person to settle says so, with the way to the inbox.
-  assert.equal(await page.locator('[data-chat-waiting]').isVisible(), false);
+  // A turn that leaves something for this person to settle says "waiting for you", with the way to
+  // the inbox and to the action itself; the header's badge says it too.
+  const waitingNote = page.locator('[data-chat-waiting]');
+  assert.equal(await waitingNote.isVisible(), false);
   await page.getByLabel('Message').fill('!action email Send the chat summary');
   await page.getByRole('button', { name: 'Send' }).click();
-  await page.locator('[data-chat-waiting]').getByText('1 action to approve or reject').waitFor();
-  assert.equal(await page.locator('[data-chat-waiting]').getByRole('link', { name: 'Open the inbox' }).getAttribute('href'), '/inbox');
+  await waitingNote.getByText('1 action to approve or reject').waitFor();
+  const { actions: [summary] } = await t.runtime.services.missions.listActions(user!.id, { sessionId: chatSession });
+  assert.equal(await waitingNote.getByRole('link', { name: 'Open the inbox' }).getAttribute('href'), '/inbox');
+  assert.equal(await waitingNote.getByRole('link', { name: 'Send the chat summary' }).getAttribute('href'), `/inbox#${summary!.operation_id}`);
   assert.equal(await page.getByRole('status').filter({ hasText: 'Waiting for you' }).count(), 1, 'said in a live region');
+  assert.equal(await page.locator('[data-chat-badge] .badge').textContent(), 'waiting for you');
   await shoot(page, 'chat-waiting');
 
-  // Settled elsewhere (the inbox in another tab): this tab, left open, learns it by itself, and
-  // shows the agent going on, without a reload.
-  const chatSession = new URL(page.url()).searchParams.get('session')!;
-  const { actions: [summary] } = await t.runtime.services.missions.listActions(user!.id, { sessionId: chatSession });
-  await page.evaluate('window.notReloaded = true');
-  await t.runtime.services.missions.decide(user!.id, [{ operation_id: summary!.operation_id, decision: 'approve' }]);
+  // The conversations list says so of this conversation (in another tab: this one stays open).
+  const elsewhere = await context.newPage();
+  elsewhere.setDefaultTimeout(15_000);
+  const chatRow = elsewhere.locator('tr', { hasText: chatSession });
+  await elsewhere.goto(`${base}/conversations`);
+  assert.equal(await chatRow.locator('td[data-label="Status"] .badge').textContent(), 'waiting for you');
+  await shoot(elsewhere, 'conversations-waiting');
+
+  // Approved in the inbox of that tab: this one learns it by itself, without a reload, and shows
+  // the agent going on; the list no longer says it waits.
+  await elsewhere.goto(`${base}/inbox`);
+  await elsewhere.getByRole('button', { name: 'Approve “Send the chat summary”' }).click();
+  await elsewhere.getByText('Approved. The agent carries on.').waitFor();
   await page.getByText('Done: Send the chat summary').waitFor();
-  await page.locator('[data-chat-waiting]').waitFor({ state: 'hidden' });
-  assert.equal(await page.evaluate('window.notReloaded'), true);
-  // Nothing waits now: the page stops asking, but asks at once when its tab is shown again.
-  const polls: string[] = [];
-  page.on('request', (request) => { if (request.url().includes('/messages.json')) polls.push(request.url()); });
-  await page.waitForTimeout(5_000);
-  assert.deepEqual(polls, [], 'no polling while nothing waits');
-  const asked = page.waitForRequest(/\/messages\.json/);
-  await page.evaluate("document.dispatchEvent(new Event('visibilitychange'))");
-  await asked;
+  await waitingNote.waitFor({ state: 'hidden' });
+  assert.equal(await page.locator('[data-chat-badge] .badge').textContent(), 'idle');
+  assert.equal(await page.evaluate('window.notReloaded'), true, 'not reloaded');
+  await elsewhere.goto(`${base}/conversations`);
+  assert.equal(await chatRow.locator('td[data-label="Status"] .badge').textContent(), 'idle');
+
+  // A hidden tab lets go of its stream, and reads nothing while hidden; shown again, it follows
+  // anew and reads what happened meanwhile (here: a message to this conversation through the API).
+  const hide = (hidden: boolean) => page.evaluate(`(() => {
+    if (${hidden}) for (const [name, value] of [['hidden', true], ['visibilityState', 'hidden']]) Object.defineProperty(document, name, { configurable: true, get: () => value });
+    else { delete document.hidden; delete document.visibilityState; }
+    document.dispatchEvent(new Event('visibilitychange'));
+  })()`);
+  const asked: string[] = [];
+  const countAsk = (request: { url(): string }) => { if (/\/messages\.json|\/events\/stream/.test(request.url())) asked.push(new URL(request.url()).pathname); };
+  page.on('request', countAsk);
+  await hide(true);
+  assert.equal((await api('/messages', second, { method: 'POST', body: { text: 'sent while hidden', session_id: chatSession } })).status, 200);
+  await page.waitForTimeout(1_000);
+  assert.deepEqual(asked, [], 'nothing asked while hidden');
+  assert.equal(await page.getByText('You said: sent while hidden').count(), 0);
+  const following = page.waitForRequest(/\/events\/stream/);
+  await hide(false);
+  await following;
+  await page.getByText('You said: sent while hidden').waitFor();
+  page.off('request', countAsk);
+  await elsewhere.close();
 
   // A turn the agent fails on is marked "failed" in words, its code in the title.
   await page.getByLabel('Message').fill('!fail');

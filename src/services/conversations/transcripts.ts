@@ -8,7 +8,7 @@ import { readLastTurns, readTranscript } from '../../store/repos/transcript.ts';
 import { prepared } from '../../store/prepared.ts';
 import type { DB, Session } from '../../store/schema.ts';
 import type { Wakeups } from '../../engine/wakeups.ts';
-import { awaitingIn } from '../missions/awaiting.ts';
+import { awaitingCounts, awaitingIn } from '../missions/awaiting.ts';
 import type { TranscriptResult } from './schemas.ts';
 
 /** How a read of the transcript may be held until a turn newer than `after` exists (§9.1). */
@@ -31,6 +31,8 @@ export interface SessionListItem {
   created_at: string;
   last_activity: string;
   status: SessionStatus;
+  /** How many actions and questions the agent waits for in it (§9.2's `awaiting`, counted): 0 when none. */
+  awaiting: number;
   /** The latest turn, so that a list of conversations can tell them apart; absent for a session with none. */
   last_turn?: { role: 'user' | 'agent'; text: string };
 }
@@ -107,8 +109,9 @@ async function readPage(
 }
 
 /**
- * One page of the account's sessions, most recently active first, each with its status: two
- * queries whatever the page size (the sessions with their status, then their latest turns).
+ * One page of the account's sessions, most recently active first, each with its status: three
+ * queries whatever the page size (the sessions with their status, then their latest turns and
+ * what their agents wait for).
  * `cursor` is the `next_cursor` of the page before (opaque).
  */
 export async function listSessionsPage(
@@ -135,8 +138,11 @@ export async function listSessionsPage(
     .orderBy('activity', 'desc').orderBy('sessions.id').limit(limit + 1).execute();
   const page = rows.slice(0, limit);
   // Each session's latest turn is the one at its latest ts: one index lookup per session.
-  const latest = page.length === 0 ? [] : await db.selectFrom('turns').select(['session_id', 'role', 'text'])
-    .where((eb) => eb.or(page.map((r) => eb.and([eb('session_id', '=', r.id), eb('ts', '=', r.activity)])))).execute();
+  const [latest, awaiting] = await Promise.all([
+    page.length === 0 ? [] : db.selectFrom('turns').select(['session_id', 'role', 'text'])
+      .where((eb) => eb.or(page.map((r) => eb.and([eb('session_id', '=', r.id), eb('ts', '=', r.activity)])))).execute(),
+    awaitingCounts(db, page.map((r) => r.id)),
+  ]);
   const latestBySession = new Map(latest.map((turn) => [turn.session_id, { role: turn.role, text: turn.text }]));
   const last = page.at(-1);
   return {
@@ -144,7 +150,7 @@ export async function listSessionsPage(
       const lastTurn = latestBySession.get(r.id);
       return {
         session_id: r.id, agent_id: r.agent_id, agent_name: r.agent_name, channel: r.channel, created_at: r.created_at,
-        last_activity: r.activity, status: statusOfSession(r), ...(lastTurn ? { last_turn: lastTurn } : {}),
+        last_activity: r.activity, status: statusOfSession(r), awaiting: awaiting.get(r.id) ?? 0, ...(lastTurn ? { last_turn: lastTurn } : {}),
       };
     }),
     next_cursor: rows.length > limit && last ? Buffer.from(`${last.activity}\n${last.id}`).toString('base64url') : null,

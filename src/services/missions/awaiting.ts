@@ -26,3 +26,21 @@ export async function awaitingIn(db: Kysely<DB>, sessionId: string): Promise<Awa
   items.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.id < b.id ? -1 : 1));
   return items.map((entry) => entry.item);
 }
+
+/**
+ * How many items the agent waits for in each of `sessionIds` (what awaitingIn would list,
+ * counted; a session with none is left out): one query for a whole page of sessions.
+ */
+export async function awaitingCounts(db: Kysely<DB>, sessionIds: readonly string[]): Promise<Map<string, number>> {
+  if (sessionIds.length === 0) return new Map();
+  const rows = await db.selectFrom('actions').innerJoin('missions', 'missions.id', 'actions.mission_id')
+    .select('actions.session_id as session_id')
+    .where('actions.session_id', 'in', sessionIds).where('actions.status', '=', 'pending').where('missions.status', 'in', LIVE_MISSION)
+    .unionAll(db.selectFrom('questions').innerJoin('missions', 'missions.id', 'questions.mission_id')
+      .select('questions.session_id as session_id')
+      .where('questions.session_id', 'in', sessionIds).where('questions.status', '=', 'open').where('missions.status', 'in', LIVE_MISSION))
+    .execute();
+  const counts = new Map<string, number>();
+  for (const row of rows) counts.set(row.session_id, (counts.get(row.session_id) ?? 0) + 1);
+  return counts;
+}

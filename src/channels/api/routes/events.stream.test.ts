@@ -5,7 +5,7 @@ import { isStream, openEventStream, type EventStream, type Refused } from '../..
 import { API, seededDatabase, startTestApp, type TestApp, type TestUser } from '../../../testing/harness.ts';
 import { answerOne, askQuestion, decideOne, draftAction, queueDrained, send, unique } from '../../../testing/missions.ts';
 import { postMessage, startServerProcess } from '../../../testing/server-process.ts';
-import { MAX_STREAMS_PER_KEY } from '../event-streams.ts';
+import { MAX_STREAMS_PER_HOLDER as MAX_STREAMS_PER_KEY } from '../../event-streams.ts';
 
 /**
  * `GET /events` as a Server-Sent Events stream (contract §9.3) over real HTTP: the test app

@@ -28,7 +28,8 @@ document.addEventListener('click', async (event) => {
   status.clearing = setTimeout(() => { status.textContent = ''; }, 5000);
 });
 
-// Chat: send without reloading and follow the turn by polling the transcript.
+// Chat: send without reloading, and follow the conversation through this person's event feed
+// (/events/stream, pages/feed.ts): an event that names it has the page read what is new.
 (function chat() {
   const root = document.querySelector('[data-chat]');
   const form = root && root.querySelector('[data-chat-form]');
@@ -44,14 +45,19 @@ document.addEventListener('click', async (event) => {
   const title = document.querySelector('[data-chat-title]');
   let sessionId = root.getAttribute('data-session') || '';
   let lastTs = root.getAttribute('data-last-ts') || '';
-  let timer = null;
   const STATUS_TEXT = {
     idle: '',
     processing: 'The agent is working on it…',
     queued: 'Queued: the agent is busy with something else and picks this up next…',
   };
 
-  function showStatus(status) {
+  // The status, and the badge as waiting.ts's sessionBadge draws it ("waiting for you" once the
+  // agent has stopped on something for this person).
+  let statusShown = root.getAttribute('data-status') + ' ' + Boolean(badge && badge.querySelector('.badge-waiting'));
+  function showStatus(status, waits) {
+    const shown = status + ' ' + Boolean(status === 'idle' && waits);
+    if (shown === statusShown) return; // its live region says it once
+    statusShown = shown;
     root.setAttribute('data-status', status);
     statusLine.textContent = '';
     if (status !== 'idle' && STATUS_TEXT[status]) {
@@ -61,10 +67,11 @@ document.addEventListener('click', async (event) => {
       statusLine.append(spin, ' ' + STATUS_TEXT[status]);
     }
     if (badge) {
+      const waiting = status === 'idle' && waits;
       badge.textContent = '';
       const b = document.createElement('span');
-      b.className = 'badge badge-' + status;
-      b.textContent = status;
+      b.className = 'badge badge-' + (waiting ? 'waiting' : status);
+      b.textContent = waiting ? 'waiting for you' : status;
       badge.append(b);
     }
   }
@@ -119,50 +126,109 @@ document.addEventListener('click', async (event) => {
     scroller.scrollTop = scroller.scrollHeight; // the end (the box runs bottom up: its end is 0, and this is clamped to it)
   }
 
-  // What the conversation left waiting for this person (worded by the server), with the way to the inbox.
+  // "Waiting for you", as waiting.ts's waitingNotice draws it: what the agent has stopped on
+  // (worded by the server), each item leading to its card in the inbox. Drawn again only when it
+  // changes, so that its live region says it once.
   const waitingNote = root.querySelector('[data-chat-waiting]');
-  function showWaiting(waiting) {
+  const waitingList = waitingNote && waitingNote.querySelector('[data-chat-waiting-items]');
+  const inboxLink = (id) => '/inbox#' + id;
+  let waitingShown = waitingList ? Array.from(waitingList.querySelectorAll('a'), (a) => a.getAttribute('href')).join(' ') : '';
+  function showWaiting(status, awaiting, text) {
     if (!waitingNote) return;
-    waitingNote.querySelector('[data-chat-waiting-text]').textContent = waiting.text;
-    waitingNote.hidden = !waiting.text;
-  }
-  const somethingWaits = () => Boolean(waitingNote && !waitingNote.hidden);
-  // While something waits, it may be settled in the inbox in another tab, and the agent then goes
-  // on here: look again now and then (not while the tab is hidden: it looks at once when shown).
-  const WAITING_POLL_MS = 4000;
-
-  // One poll at a time: asked for while one is under way, another follows it at once (so that a
-  // message sent meanwhile is followed even if the earlier answer said there was nothing to do).
-  let polling = false;
-  let pollAgain = false;
-  async function poll() {
-    if (timer) { clearTimeout(timer); timer = null; }
-    if (!sessionId) return;
-    if (polling) { pollAgain = true; return; }
-    polling = true;
-    let next = null;
-    try {
-      const url = '/conversations/' + encodeURIComponent(sessionId) + '/messages.json' + (lastTs ? '?after=' + encodeURIComponent(lastTs) : '');
-      const res = await fetch(url, { headers: { Accept: 'application/json' }, credentials: 'same-origin' });
-      if (res.status === 401) { window.location.href = '/login?next=' + encodeURIComponent(location.pathname + location.search); return; }
-      if (!res.ok) throw new Error('HTTP ' + res.status);
-      const body = await res.json();
-      for (const m of body.messages) { append(m); lastTs = m.ts; }
-      showStatus(body.status);
-      if (body.waiting) showWaiting(body.waiting);
-      if (body.status !== 'idle' || body.has_more) next = body.has_more ? 0 : 800;
-      else if (somethingWaits() && !document.hidden) next = WAITING_POLL_MS;
-    } catch {
-      next = 3000;
-    } finally {
-      polling = false;
+    const items = status === 'idle' ? awaiting : [];
+    const shown = items.map((item) => inboxLink(item.operation_id || item.request_id)).join(' ');
+    if (shown === waitingShown) return;
+    waitingShown = shown;
+    waitingNote.querySelector('[data-chat-waiting-text]').textContent = items.length ? text : '';
+    waitingList.textContent = '';
+    for (const item of items) {
+      const li = document.createElement('li');
+      const link = document.createElement('a');
+      if (item.type === 'action') {
+        li.append('To approve or reject (' + item.kind + '): ');
+        link.href = inboxLink(item.operation_id);
+        link.textContent = item.summary;
+      } else {
+        li.append('To answer: ');
+        link.href = inboxLink(item.request_id);
+        link.textContent = item.text;
+      }
+      li.append(link);
+      waitingList.append(li);
     }
-    if (pollAgain) { pollAgain = false; next = 0; }
-    if (next !== null) timer = setTimeout(poll, next);
+    waitingNote.hidden = items.length === 0;
   }
-  document.addEventListener('visibilitychange', () => {
-    if (document.visibilityState === 'visible') poll();
-  });
+
+  // Reads what is new in the conversation: its turns after the last one shown, its status, and
+  // what its agent waits for. One read at a time: asked for while one is under way, another
+  // follows it (an event may have come after that read had looked).
+  let reading = false;
+  let readAgain = false;
+  let retry = null;
+  async function read() {
+    if (!sessionId) return;
+    if (reading) { readAgain = true; return; }
+    reading = true;
+    clearTimeout(retry);
+    try {
+      do {
+        readAgain = false;
+        const url = '/conversations/' + encodeURIComponent(sessionId) + '/messages.json' + (lastTs ? '?after=' + encodeURIComponent(lastTs) : '');
+        const res = await fetch(url, { headers: { Accept: 'application/json' }, credentials: 'same-origin' });
+        if (res.status === 401) { window.location.href = '/login?next=' + encodeURIComponent(location.pathname + location.search); return; }
+        if (!res.ok) throw new Error('HTTP ' + res.status);
+        const body = await res.json();
+        for (const m of body.messages) { append(m); lastTs = m.ts; }
+        if (body.has_more) readAgain = true;
+        showStatus(body.status, body.awaiting.length > 0);
+        showWaiting(body.status, body.awaiting, body.waiting_text);
+      } while (readAgain);
+    } catch {
+      retry = setTimeout(read, 3000); // the feed says only that something changed: a read that failed is tried again
+    } finally {
+      reading = false;
+    }
+  }
+
+  // The feed. Any event of this conversation (a turn ended; an action or a question opened or
+  // settled) has the page read it again: one read brings the new turns, the status and what the
+  // agent waits for together. Each time the stream opens (at first, and after the browser
+  // reconnected it) the page reads too, for what happened while it was not following.
+  let source = null;
+  let reopen = null;
+  function follow() {
+    if (source || document.hidden) return;
+    clearTimeout(reopen);
+    const stream = new EventSource('/events/stream');
+    source = stream;
+    stream.onopen = () => { read(); };
+    stream.onmessage = (message) => {
+      let event;
+      try { event = JSON.parse(message.data); } catch { return; }
+      if (event.session_id === sessionId) read();
+    };
+    stream.onerror = () => {
+      if (stream.readyState !== EventSource.CLOSED || source !== stream) return; // reconnecting by itself
+      // Refused (logged out: the read sends the page to log in; too many tabs following): read
+      // once, and try again later.
+      source = null;
+      read();
+      reopen = setTimeout(follow, 30_000);
+    };
+  }
+  function unfollow() {
+    clearTimeout(reopen);
+    if (source) { source.close(); source = null; }
+  }
+  if (window.EventSource) {
+    // A hidden tab lets go of its stream (a browser holds only a few connections to one site at
+    // once, six over HTTP/1.1); shown again, it follows anew, reading what it missed.
+    document.addEventListener('visibilitychange', () => { if (document.hidden) unfollow(); else follow(); });
+    follow();
+  } else {
+    // Without EventSource: a slow look now and then, while the tab is shown.
+    setInterval(() => { if (!document.hidden) read(); }, 10_000);
+  }
 
   // The server counts characters (code points), not UTF-16 units as maxlength would: check the same way.
   const maxChars = Number(textarea.getAttribute('data-max-chars')) || 0;
@@ -211,8 +277,9 @@ document.addEventListener('click', async (event) => {
       } else {
         showError('');
         textarea.value = '';
-        if (body.status) showStatus(body.status === 'completed' || body.status === 'duplicate' ? 'idle' : body.status);
-        await poll();
+        // Still running: said at once (the read below says the rest, and the feed what follows).
+        if (body.status === 'processing' || body.status === 'queued') showStatus(body.status, false);
+        await read();
       }
     } catch {
       showError('The message could not be sent. Check your connection and try again.');
@@ -227,7 +294,4 @@ document.addEventListener('click', async (event) => {
   });
   // The hint is true only with this script running.
   for (const hint of form.querySelectorAll('[data-js-hint]')) hint.hidden = false;
-
-  if (sessionId && root.getAttribute('data-status') !== 'idle') poll();
-  else if (somethingWaits()) timer = setTimeout(poll, WAITING_POLL_MS);
 })();

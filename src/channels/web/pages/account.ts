@@ -6,7 +6,7 @@ import { formValue, render, safeNext, type WebContext } from '../context.ts';
 import { cookieOptions, PRE_COOKIE, SESSION_COOKIE } from '../cookies.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { csrfField, field, notice, ruleError, type FieldErrors } from '../layout.ts';
-import { waitingOnYou } from './conversations.ts';
+import { waitingOnYou } from './waiting.ts';
 
 /** Sign up, log in, log out, and the start page. */
 export function accountRoutes(app: FastifyInstance, ctx: WebContext): void {

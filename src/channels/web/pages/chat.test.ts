@@ -34,7 +34,7 @@ test('happy: a chat message without JS goes through the pipeline and the reply i
   assert.match(again.body, /You said: second/);
 });
 
-test('happy: with JS the post answers JSON at once and the transcript is polled', async () => {
+test('happy: with JS the post answers JSON at once, and the script reads the transcript after its last message', async () => {
   const { web, agentId } = await withAgent();
   await web.get('/chat');
   const res = await web.post('/chat', { agent_id: agentId, text: '!sleep 1000 slow one' }, { accept: 'application/json' });
@@ -62,33 +62,52 @@ test('happy: with JS the post answers JSON at once and the transcript is polled'
   assert.deepEqual(after.json().messages.map((m: { text: string }) => m.text), ['You said: slow one']);
 });
 
-test('happy: what a conversation leaves waiting for you is named, with the way to the inbox, until it is settled', async () => {
+test('happy: what a conversation leaves waiting for you is named, each item leading to the inbox, until it is settled', async () => {
   const { web, agentId, email } = await withAgent();
   const userId = (await t.runtime.services.accounts.requireByEmail(email)).id;
   const sent = await web.post('/chat', { agent_id: agentId, text: '!action email Send the report' });
   const location = String(sent.headers.location);
   const sessionId = location.split('=')[1]!;
-  const note = (body: string) => /<p class="notice notice-info chat-waiting" data-chat-waiting( hidden)?>[\s\S]*?<\/p>/.exec(body)?.[0] ?? '';
-  const waiting = note((await web.get(location)).body);
+  const note = (body: string) => /<div class="notice notice-info chat-waiting" data-chat-waiting( hidden)?>[\s\S]*?<\/ul>/.exec(body)?.[0] ?? '';
+  const chatBadge = (body: string) => /<span data-chat-badge>(<span class="badge [^"]+">[^<]*<\/span>)/.exec(body)?.[1];
+  const { actions: [action] } = await t.runtime.services.missions.listActions(userId, { sessionId });
+  const page = (await web.get(location)).body;
+  const waiting = note(page);
   assert.doesNotMatch(waiting, / hidden>/);
-  assert.match(waiting, /1 action to approve or reject<\/span>\. <a href="\/inbox">Open the inbox<\/a>/);
-  await web.post('/chat', { session_id: sessionId, text: '!ask number How many copies?' });
-  assert.match(note((await web.get(location)).body), /1 action to approve or reject and 1 question to answer/);
-  // The script learns it from the transcript once the turn has ended.
-  const polled = await web.get(`/conversations/${sessionId}/messages.json`, { accept: 'application/json' });
-  assert.deepEqual(polled.json().waiting, { actions: 1, questions: 1, text: '1 action to approve or reject and 1 question to answer' });
+  assert.match(waiting, /<strong>Waiting for you:<\/strong> <span data-chat-waiting-text>1 action to approve or reject<\/span>\. <a href="\/inbox">Open the inbox<\/a>/);
+  assert.match(waiting, new RegExp(`<li>To approve or reject \\(email\\): <a href="/inbox#${action!.operation_id}">Send the report</a></li>`));
+  assert.equal(chatBadge(page), '<span class="badge badge-waiting">waiting for you</span>');
 
-  const { actions } = await t.runtime.services.missions.listActions(userId, { sessionId });
-  await t.runtime.services.missions.decide(userId, [{ operation_id: actions[0]!.operation_id, decision: 'reject' }]);
-  const { questions } = await t.runtime.services.missions.listQuestions(userId);
-  await t.runtime.services.missions.answer(userId, [{ request_id: questions[0]!.request_id, text: '3' }]);
-  assert.match(note((await web.get(location)).body), / hidden>/, 'nothing waits any more');
+  await web.post('/chat', { session_id: sessionId, text: '!ask number How many copies?' });
+  const both = note((await web.get(location)).body);
+  assert.match(both, /1 action to approve or reject and 1 question to answer/);
+  const { questions: [question] } = await t.runtime.services.missions.listQuestions(userId, { sessionId });
+  assert.match(both, new RegExp(`<li>To answer: <a href="/inbox#${question!.request_id}">How many copies\\?</a></li>`));
+  // The script reads it with the transcript, worded as the page words it.
+  const read = (await web.get(`/conversations/${sessionId}/messages.json`, { accept: 'application/json' })).json();
+  assert.deepEqual(read.awaiting.map((item: { type: string }) => item.type), ['action', 'question']);
+  assert.equal(read.waiting_text, '1 action to approve or reject and 1 question to answer');
+
+  // While the agent works, the page says that, not "waiting for you".
+  const busy = await web.post('/chat', { session_id: sessionId, text: '!sleep 1000 a moment' }, { accept: 'application/json' });
+  assert.equal(busy.json().status, 'processing');
+  const working = (await web.get(location)).body;
+  assert.match(note(working), / hidden>/);
+  assert.equal(chatBadge(working), '<span class="badge badge-processing">processing</span>');
+
+  await t.runtime.services.missions.decide(userId, [{ operation_id: action!.operation_id, decision: 'reject' }]);
+  await t.runtime.services.missions.answer(userId, [{ request_id: question!.request_id, text: '3' }]);
   let settled;
-  for (let i = 0; i < 50 && !settled?.waiting; i++) {
+  for (let i = 0; i < 100; i++) {
     settled = (await web.get(`/conversations/${sessionId}/messages.json`, { accept: 'application/json' })).json();
-    if (!settled.waiting) await new Promise((r) => setTimeout(r, 100)); // the outcomes' turns still run
+    if (settled.status === 'idle') break;
+    await new Promise((r) => setTimeout(r, 100)); // the outcomes' turns still run
   }
-  assert.deepEqual(settled.waiting, { actions: 0, questions: 0, text: '' });
+  assert.deepEqual(settled.awaiting, []);
+  assert.equal(settled.waiting_text, '');
+  const done = (await web.get(location)).body;
+  assert.match(note(done), / hidden>/, 'nothing waits any more');
+  assert.equal(chatBadge(done), '<span class="badge badge-idle">idle</span>');
 });
 
 test('happy: a message queued behind another shows the queued state', async () => {
@@ -199,6 +218,11 @@ test('security: HTML in messages is escaped', async () => {
   const sessionId = String(sent.headers.location).split('=')[1]!;
   const transcript = await web.get(`/conversations/${sessionId}`);
   assert.ok(!transcript.body.includes('<img src=x'));
+  // What the agent waits for is the agent's text too.
+  await web.post('/chat', { session_id: sessionId, text: '!action <i>kind</i> <img src=y onerror="alert(2)">' });
+  const waiting = (await web.get(String(sent.headers.location))).body;
+  assert.match(waiting, /To approve or reject \(&lt;i&gt;kind&lt;\/i&gt;\): <a href="\/inbox#op_[A-Za-z0-9]+">&lt;img src=y onerror=&quot;alert\(2\)&quot;&gt;<\/a>/);
+  assert.ok(!waiting.includes('<img src=y'));
 });
 
 test('security: the JSON transcript needs a session and the chat post needs the token', async () => {

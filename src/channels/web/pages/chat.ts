@@ -4,16 +4,17 @@ import { Problem, TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
 import type { AgentView } from '../../../services/agents.ts';
 import { authed, errorPage, formValue, render, wantsJson, type WebContext } from '../context.ts';
 import { html, type SafeHtml } from '../html.ts';
-import { badge, csrfField, notice } from '../layout.ts';
+import { csrfField, notice } from '../layout.ts';
 import type { TranscriptResult } from '../../../services/conversations/schemas.ts';
 import type { LatestTranscript } from '../../../services/conversations/transcripts.ts';
-import { messageList, readLatest, waitingNotice, waitingOnYou, type WaitingOnYou } from './conversations.ts';
+import { messageList, readLatest } from './conversations.ts';
+import { sessionBadge, waitingNotice } from './waiting.ts';
 import { hangUpSignal } from '../../hang-up.ts';
 
 // Without JS the form post waits this long for the reply before showing the page (which, while
 // the turn still runs, offers a link to look again: it never reloads by itself, which would wipe
 // a half-written message). With JS it waits only a moment, so that quick replies come back at
-// once and the page shows processing/queued for the rest, following the turn by polling.
+// once and the page shows processing/queued for the rest, following the turn through the feed.
 const NO_JS_WAIT_MS = 10_000;
 const JS_WAIT_MS = 300;
 
@@ -37,13 +38,11 @@ export function chatRoutes(app: FastifyInstance, ctx: WebContext): void {
   app.get('/chat', authed<{ Querystring: { agent?: string; session?: string } }>(async (request, reply, session) => {
     const agents = await ctx.services.agents.listForUser(session.userId);
     let transcript: LatestTranscript | null = null;
-    let waiting: WaitingOnYou | null = null;
     if (request.query.session) {
       transcript = await readLatest(ctx, session.userId, request.query.session);
       if (!transcript) return errorPage(request, reply, 404, 'Conversation not found', 'You have no conversation with this id.');
-      waiting = await waitingOnYou(ctx, session.userId, transcript.session_id);
     }
-    return chatPage(request, reply, { agents, transcript, waiting, selectedAgent: request.query.agent });
+    return chatPage(request, reply, { agents, transcript, selectedAgent: request.query.agent });
   }));
 
   app.post('/chat', authed(async (request, reply, session) => {
@@ -99,7 +98,7 @@ async function takeChatAllowance(ctx: WebContext, userId: string, reply: Fastify
 }
 
 function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
-  agents: AgentView[]; transcript: LatestTranscript | null; waiting?: WaitingOnYou | null; selectedAgent?: string | undefined; error?: string; text?: string; status?: number;
+  agents: AgentView[]; transcript: LatestTranscript | null; selectedAgent?: string | undefined; error?: string; text?: string; status?: number;
 }) {
   const { agents, transcript } = state;
   const agent = transcript ? agents.find((a) => a.agent_id === transcript.agent_id) : undefined;
@@ -116,7 +115,7 @@ function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
     body = html`<div class="head-row">
         <h1 data-chat-title>${transcript ? html`Chat with ${agentName}` : 'New chat'}</h1>
         <p>
-          <span data-chat-badge${transcript ? '' : html` hidden`}>${badge(status)}</span>
+          <span data-chat-badge${transcript ? '' : html` hidden`}>${sessionBadge(status, transcript?.awaiting.length ?? 0)}</span>
           <a class="btn btn-small btn-quiet" href="/chat" data-when-session${transcript ? '' : html` hidden`}>New chat</a>
           <a class="btn btn-small btn-quiet" href="/conversations" data-when-new${transcript ? html` hidden` : ''}>Earlier conversations</a>
         </p>
@@ -129,7 +128,7 @@ function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
         </div>
         <p class="chat-status" data-chat-status role="status" aria-live="polite">${status === 'idle' ? '' : html`<span class="spinner" aria-hidden="true"></span> ${STATUS_TEXT[status]}
           <noscript><a href="/chat?session=${transcript!.session_id}">Show the reply</a></noscript>`}</p>
-        ${waitingNotice(state.waiting ?? null)}
+        ${waitingNotice(transcript)}
         <div data-chat-error>${state.error ? notice('error', state.error) : ''}</div>
         <form method="post" action="/chat" class="chat-form" data-chat-form>
           ${csrfField(request.csrfToken)}

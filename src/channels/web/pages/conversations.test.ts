@@ -128,3 +128,36 @@ test('the conversations list shows each session\'s status (processing, queued, i
   }
   assert.fail('both sessions went idle');
 });
+
+test('the conversations list and the transcript say "waiting for you" of a conversation stopped on your decision or answer, until it is settled', async () => {
+  const { web, userId, agentId } = await signedIn();
+  await web.get('/chat');
+  const sessionOf = async (text: string) => String((await web.post('/chat', { agent_id: agentId, text })).headers.location).split('=')[1]!;
+  const quiet = await sessionOf('nothing to settle');
+  const acting = await sessionOf('!action email Send the list');
+  const asking = await sessionOf('!ask yesno Go on?');
+  const statusOf = (body: string, id: string) => new RegExp(`${id}</code></div></td>[\\s\\S]*?<td data-label="Status"><span class="badge badge-(\\w+)">([^<]*)<`).exec(body)?.slice(1, 3);
+  const list = (await web.get('/conversations')).body;
+  assert.deepEqual(statusOf(list, quiet), ['idle', 'idle']);
+  assert.deepEqual(statusOf(list, acting), ['waiting', 'waiting for you']);
+  assert.deepEqual(statusOf(list, asking), ['waiting', 'waiting for you']);
+  assert.match((await web.get(`/conversations/${acting}`)).body, /<p><span class="badge badge-waiting">waiting for you<\/span> <a class="btn btn-small" href="\/chat\?session=/);
+
+  // While its agent works on something else, a conversation says so instead.
+  const busy = await web.post('/chat', { session_id: acting, text: '!sleep 1000 meanwhile' }, { accept: 'application/json' });
+  assert.equal(busy.json().status, 'processing');
+  assert.deepEqual(statusOf((await web.get('/conversations')).body, acting), ['processing', 'processing']);
+
+  const { actions: [action] } = await t.runtime.services.missions.listActions(userId, { sessionId: acting });
+  await t.runtime.services.missions.decide(userId, [{ operation_id: action!.operation_id, decision: 'approve' }]);
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const now = (await web.get('/conversations')).body;
+    if (statusOf(now, acting)?.[0] === 'idle') {
+      assert.deepEqual(statusOf(now, asking), ['waiting', 'waiting for you'], 'the other one still waits');
+      break;
+    }
+    assert.ok(Date.now() < deadline, 'the settled conversation is idle again');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+});

@@ -3,7 +3,8 @@ import { looksLikeId } from '../../../domain/ids.ts';
 import { Problem } from '../../../domain/problems.ts';
 import { authed, errorPage, render, type WebContext } from '../context.ts';
 import { html, type SafeHtml } from '../html.ts';
-import { badge, time } from '../layout.ts';
+import { time } from '../layout.ts';
+import { sessionBadge, waitingText } from './waiting.ts';
 import type { TranscriptResult } from '../../../services/conversations/schemas.ts';
 import type { LatestTranscript } from '../../../services/conversations/transcripts.ts';
 
@@ -34,7 +35,7 @@ export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void
                   ? html`<span class="preview">${s.last_turn.role === 'user' ? 'You' : s.agent_name}: ${preview(s.last_turn.text)}</span>`
                   : html`<span class="muted">No messages</span>`}</a><code class="session-id">${s.session_id}</code></div></td>
                 <td data-label="Agent"><a href="/conversations/${s.session_id}">${s.agent_name}<span class="sr-only"> (conversation ${s.session_id})</span></a></td>
-                <td data-label="Status">${badge(s.status)}</td>
+                <td data-label="Status">${sessionBadge(s.status, s.awaiting)}</td>
                 <td data-label="Channel">${s.channel ?? '—'}</td>
                 <td data-label="Last activity">${time(s.last_activity)}</td>
               </tr>`)}</tbody></table></div>`}
@@ -66,7 +67,7 @@ export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void
       body: html`<p class="crumbs"><a href="/conversations">Conversations</a> / <code>${transcript.session_id}</code></p>
         <div class="head-row">
           <h1>Conversation with ${agentName}</h1>
-          <p>${badge(transcript.status)} <a class="btn btn-small" href="/chat?session=${transcript.session_id}">Continue in chat</a></p>
+          <p>${sessionBadge(transcript.status, transcript.awaiting.length)} <a class="btn btn-small" href="/chat?session=${transcript.session_id}">Continue in chat</a></p>
         </div>
         <section class="card" aria-labelledby="transcript-h">
           <h2 id="transcript-h" class="sr-only">Transcript</h2>
@@ -78,14 +79,14 @@ export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void
     });
   }));
 
-  /** The transcript as JSON for the chat page's script (same session cookie, same owner check). */
+  /**
+   * The transcript as JSON for the chat page's script (same session cookie, same owner check),
+   * with what its agent waits for in words, as the page says it.
+   */
   app.get('/conversations/:sessionId/messages.json', authed<{ Params: { sessionId: string }; Querystring: { after?: string } }>(async (request, reply, session) => {
     const transcript = await readTranscript(ctx, session.userId, request.params.sessionId, request.query.after);
     if (!transcript) return reply.code(404).send({ error: 'session_not_found' });
-    // Once the turn has ended: what it left waiting for this person (the chat looks again now and then while something does).
-    if (transcript.status !== 'idle' || transcript.has_more) return reply.send(transcript);
-    const waiting = await waitingOnYou(ctx, session.userId, transcript.session_id);
-    return reply.send({ ...transcript, waiting: { ...waiting, text: waitingText(waiting) } }); // the script shows the text as it is
+    return reply.send({ ...transcript, waiting_text: waitingText(transcript.awaiting) });
   }));
 }
 
@@ -94,35 +95,6 @@ export function preview(text: string, max = 80): string {
   const line = text.replace(/\s+/g, ' ').trim();
   const chars = [...line];
   return chars.length > max ? `${chars.slice(0, max - 1).join('')}…` : line;
-}
-
-/** What in this conversation waits for this person's decision or answer (in the inbox). */
-export interface WaitingOnYou {
-  actions: number;
-  questions: number;
-}
-
-/** What waits for this person: in one conversation, or (no session id) in the whole inbox. */
-export function waitingOnYou(ctx: WebContext, userId: string, sessionId?: string): Promise<WaitingOnYou> {
-  return ctx.services.missions.countWaiting(userId, { sessionId });
-}
-
-/** What waits, in words ("1 action to approve or reject and 2 questions to answer"); empty when nothing does. */
-function waitingText(waiting: WaitingOnYou | null): string {
-  return [
-    waiting?.actions ? `${waiting.actions} action${waiting.actions === 1 ? '' : 's'} to approve or reject` : '',
-    waiting?.questions ? `${waiting.questions} question${waiting.questions === 1 ? '' : 's'} to answer` : '',
-  ].filter(Boolean).join(' and ');
-}
-
-/**
- * The chat's pointer to the inbox; hidden (for the script to fill in) while nothing waits. In a
- * live region that is always there, so that a screen reader says it when it appears.
- */
-export function waitingNotice(waiting: WaitingOnYou | null): SafeHtml {
-  const text = waitingText(waiting);
-  return html`<div role="status"><p class="notice notice-info chat-waiting" data-chat-waiting${text ? '' : html` hidden`}>Waiting for you in this conversation:
-    <span data-chat-waiting-text>${text}</span>. <a href="/inbox">Open the inbox</a></p></div>`;
 }
 
 /** A transcript the user may read, or null (missing, someone else's, or a malformed id). */

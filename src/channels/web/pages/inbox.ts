@@ -7,7 +7,8 @@ import { csrfField, notice, time } from '../layout.ts';
 import { PAGE_LIMIT } from '../../../domain/paging.ts';
 import { REASON_MAX_LENGTH as REASON_MAX, TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
 import { DECISIONS, type Decision } from '../../../services/missions/schemas.ts';
-import { preview, waitingOnYou } from './conversations.ts';
+import { preview } from './conversations.ts';
+import { waitingOnYou } from './waiting.ts';
 
 /** The most actions, and questions, the inbox shows at once (the oldest first): the largest page a list gives. */
 const INBOX_SHOWS = PAGE_LIMIT.max;
