@@ -27,7 +27,7 @@ export interface Services {
   requestCache: RequestCache;
 }
 
-/** The deployment's settings the use cases read (the server's Config holds them; README lists each). */
+/** The deployment's settings the use cases read (the server's Config holds them; docs/configuration.md lists each). */
 export interface ServiceSettings {
   scryptCostLog2: number;
   defaultRateLimitPerMinute: number;

@@ -1,7 +1,16 @@
 import type { Kysely } from 'kysely';
+import { prepared } from '../../store/prepared.ts';
 import type { DB } from '../../store/schema.ts';
 import { LIVE_MISSION } from './lifecycle.ts';
 import type { AwaitingItem } from './schemas.ts';
+
+// Read with every send result and transcript page: built once (see store/prepared.ts).
+const pendingActionsOf = prepared((db, sessionId: string) => db.selectFrom('actions').innerJoin('missions', 'missions.id', 'actions.mission_id')
+  .select(['actions.id', 'actions.kind', 'actions.summary', 'actions.created_at'])
+  .where('actions.session_id', '=', sessionId).where('actions.status', '=', 'pending').where('missions.status', 'in', LIVE_MISSION));
+const openQuestionsOf = prepared((db, sessionId: string) => db.selectFrom('questions').innerJoin('missions', 'missions.id', 'questions.mission_id')
+  .select(['questions.id', 'questions.text', 'questions.answer_type', 'questions.created_at'])
+  .where('questions.session_id', '=', sessionId).where('questions.status', '=', 'open').where('missions.status', 'in', LIVE_MISSION));
 
 /**
  * What the agent waits for in a session (§9.2): its live missions' pending actions and open
@@ -9,16 +18,7 @@ import type { AwaitingItem } from './schemas.ts';
  * transcript), and the owner may settle all of them.
  */
 export async function awaitingIn(db: Kysely<DB>, sessionId: string): Promise<AwaitingItem[]> {
-  const [actions, questions] = await Promise.all([
-    db.selectFrom('actions').innerJoin('missions', 'missions.id', 'actions.mission_id')
-      .select(['actions.id', 'actions.kind', 'actions.summary', 'actions.created_at'])
-      .where('actions.session_id', '=', sessionId).where('actions.status', '=', 'pending').where('missions.status', 'in', LIVE_MISSION)
-      .execute(),
-    db.selectFrom('questions').innerJoin('missions', 'missions.id', 'questions.mission_id')
-      .select(['questions.id', 'questions.text', 'questions.answer_type', 'questions.created_at'])
-      .where('questions.session_id', '=', sessionId).where('questions.status', '=', 'open').where('missions.status', 'in', LIVE_MISSION)
-      .execute(),
-  ]);
+  const [actions, questions] = await Promise.all([pendingActionsOf(db, sessionId), openQuestionsOf(db, sessionId)]);
   const items = [
     ...actions.map((a) => ({ at: a.created_at, id: a.id, item: { type: 'action' as const, operation_id: a.id, kind: a.kind, summary: a.summary } })),
     ...questions.map((q) => ({ at: q.created_at, id: q.id, item: { type: 'question' as const, request_id: q.id, text: q.text, answer_type: q.answer_type } })),
