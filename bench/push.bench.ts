@@ -14,6 +14,7 @@
  *
  *   npm run bench:push
  *   ROUNDS=2 WARMUP_SECONDS=10 MODE_WARMUP_SECONDS=3 MODE_SECONDS=15 CONVERSATIONS=100 STREAMS=1 DATABASE=sqlite|postgres npm run bench:push
+ *   MODES=longpoll SERVER_FLAGS='--cpu-prof --cpu-prof-dir=/tmp/prof' npm run bench:push   (some modes, send-and-wait always; the server profiled)
  *
  * Loopback only; about three minutes. Exits 1 on any unexpected answer or a turn never learned of.
  */
@@ -44,8 +45,12 @@ const TURN_TIMEOUT_MS = 10_000;
 // A message's `ts` must fall between its request's start and its answer's arrival, give or take this.
 const CLOCK_TOLERANCE_MS = 1;
 
-const MODES = ['wait', 'poll', 'longpoll', 'sse'] as const;
-type Mode = typeof MODES[number];
+const ALL_MODES = ['wait', 'poll', 'longpoll', 'sse'] as const;
+type Mode = typeof ALL_MODES[number];
+// Send-and-wait is always measured: the other modes' CPU is given as a ratio to it.
+const MODES = ALL_MODES.filter((mode) => mode === 'wait' || (process.env.MODES ?? ALL_MODES.join(',')).split(',').includes(mode));
+// Extra node flags for the server process (a profiler, say).
+const SERVER_FLAGS = (process.env.SERVER_FLAGS ?? '').split(' ').filter(Boolean);
 const LABELS: Record<Mode, string> = {
   wait: 'send-and-wait (POST held until the reply)',
   poll: `polling every ${POLL_MS} ms (transcript, after=message_ts)`,
@@ -230,7 +235,7 @@ async function runMode(origin: string, client: ApiClient, conversations: Convers
 
 /** A new server process: warmed with send-and-wait, then every mode measured in `order`. */
 async function round(token: string, conversations: Conversation[], order: readonly Mode[]): Promise<Record<Mode, ModeResult>> {
-  const origin = await startServer([CLI, 'serve'], env, '/readyz');
+  const origin = await startServer([...SERVER_FLAGS, CLI, 'serve'], env, '/readyz');
   const client = new ApiClient(origin, API, token);
   try {
     if (conversations.length === 0) {
@@ -318,8 +323,19 @@ ${MODES.map((mode) => {
 ${MODES.map((mode) => { const r = rows[mode]; return `| ${mode} | ${ms(r.sendP50)} | ${ms(r.turnP50)} | ${r.serverWaitMs.toFixed(0)} | ${r.clientWaitMs.toFixed(0)} |`; }).join('\n')}
 
 (latencies pooled over the rounds; turns/s, CPU and its ratio: medians of the rounds; a message's ts fell at most ${Math.max(0, clockSkewMs).toFixed(3)} ms outside its request)
-targets: push p50 ≤ 5 ms: long-poll ${verdict(rows.longpoll.p50 <= 5)}, SSE ${verdict(rows.sse.p50 <= 5)}; polling p50 ≥ 100 ms: ${verdict(rows.poll.p50 >= 100)}; `
-    + `push CPU ≤ 1.2× send-and-wait: long-poll ${verdict(rows.longpoll.cpuRatio <= 1.2)}, SSE ${verdict(rows.sse.cpuRatio <= 1.2)}`);
+targets: ${targets(rows).join('; ')}`);
+}
+
+/** Issue 24's targets, for the modes measured: push learns within 5 ms at the median for at most 1.2× the CPU; 250 ms polling takes 100 ms or more. */
+function targets(rows: Partial<Record<Mode, { p50: number; cpuRatio: number }>>): string[] {
+  const verdict = (met: boolean) => (met ? 'met' : 'NOT met');
+  return [
+    ...(['longpoll', 'sse'] as const).flatMap((mode) => {
+      const row = rows[mode];
+      return row ? [`${mode} p50 ≤ 5 ms ${verdict(row.p50 <= 5)}, CPU ≤ 1.2× send-and-wait ${verdict(row.cpuRatio <= 1.2)}`] : [];
+    }),
+    ...(rows.poll ? [`poll p50 ≥ 100 ms ${verdict(rows.poll.p50 >= 100)}`] : []),
+  ];
 }
 
 /** The machine's load averages (1, 5, 15 minutes): other work sharing the cores shows here. */
@@ -329,8 +345,4 @@ function loadAverage(): string {
   } catch {
     return 'unknown';
   }
-}
-
-function verdict(met: boolean): string {
-  return met ? 'met' : 'NOT met';
 }
