@@ -45,10 +45,27 @@ export const children: ChildProcess[] = [];
 const pidByOrigin = new Map<string, number>();
 
 /** CPU time (user + system, all threads) a process has used, in microseconds; Linux only, else NaN. */
-function cpuMicros(pid: number): number {
+export function cpuMicros(pid: number): number {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
     return (Number(fields[11]) + Number(fields[12])) * 10_000; // clock ticks of 10 ms
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** The process of the server started at `origin`. */
+export function serverPid(origin: string): number | undefined {
+  return pidByOrigin.get(origin);
+}
+
+/**
+ * How long a process's main thread has waited, runnable, for a core, in ms (Linux schedstat;
+ * NaN elsewhere): the machine's contention as that thread felt it.
+ */
+export function runQueueWaitMs(pid: number): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[1]) / 1e6;
   } catch {
     return Number.NaN;
   }
