@@ -1,63 +1,35 @@
 import { parseArgs } from 'node:util';
-import { loadConfig, type Config } from '../config.ts';
+import { loadConfig } from '../config.ts';
 import { parseApiKey } from '../domain/api-key.ts';
 import { Problem } from '../domain/problems.ts';
 import { RELEASE } from '../release.ts';
 import { createRuntime, type Runtime } from '../runtime.ts';
-import { backupSqlite, restoreSqlite } from '../store/sqlite-backup.ts';
 import { isStoreUnavailable } from '../store/unavailable.ts';
-import type { Services } from '../services/services.ts';
+import { describeProblem, UsageError, type Commands, type Flags, type Out } from './command.ts';
+import { FILE_COMMANDS } from './commands/files.ts';
+import { KEY_COMMANDS } from './commands/keys.ts';
+import { USER_COMMANDS } from './commands/users.ts';
+import { WORKSPACE_COMMANDS } from './commands/workspaces.ts';
+
+/**
+ * The operator's commands, by group: each group's file holds its commands with their usage lines.
+ * A new group is one file and one line here.
+ */
+const COMMANDS: Commands = {
+  ...USER_COMMANDS,
+  ...KEY_COMMANDS,
+  ...WORKSPACE_COMMANDS,
+  ...FILE_COMMANDS,
+};
 
 const USAGE = `agent-channel <command> [flags]        (--help: this; --version: the release)
 
   serve                                             run the server (the default)
-  users create --email E --password P [--plan free|pro]
-  users set-plan --email E --plan free|pro
-  users set-password --email E --password P         a forgotten password replaced; the account's web sessions end
-  agents create --email E --name N [--workspace W]
-  keys create --email E --label L [--rate-limit N] [--expires-in-days D]
-  keys list --email E
-  keys revoke --email E --key-id K
-  keys disable --key-id K
-  keys enable --key-id K
-  workspaces list --email E
-  workspaces add-member --workspace W --email E --role member|admin
-  workspaces remove-member --workspace W --email E
-  backup --to FILE                                  a consistent copy of the SQLite database, also while serving
-  restore --from FILE                               the backup in the database's place (server stopped); prints where the old one was kept
+${Object.values(COMMANDS).map((command) => `  ${command.usage}`).join('\n')}
 
 DATABASE_URL selects the database (default sqlite:./data/agent-channel.db).
 serve takes no flags: its settings are environment variables (PORT, HOST, LOG_LEVEL, …),
 each described in docs/configuration.md, e.g. PORT=9000 agent-channel serve.`;
-
-type Flags = Record<string, string | undefined>;
-type Out = (line: string) => void;
-
-/**
- * A command: the flags it takes (any other is a usage mistake), and what it does, through the
- * services, or (`onFiles`) on the database's files with no connection of the service's open.
- */
-type Command =
-  | { flags: readonly string[]; onFiles?: false; run(services: Services, flags: Flags, out: Out): Promise<void> }
-  | { flags: readonly string[]; onFiles: true; run(config: Config, flags: Flags, out: Out): Promise<void> };
-
-function required(flags: Flags, name: string): string {
-  const value = flags[name];
-  if (value === undefined || value === '') throw new UsageError(`--${name} is required`);
-  return value;
-}
-
-function optionalInt(flags: Flags, name: string): number | undefined {
-  const value = flags[name];
-  if (value === undefined) return undefined;
-  if (!/^-?\d+$/.test(value)) throw new UsageError(`--${name} must be a whole number`);
-  // Past 2^53 a number is not exact, and the service would call it no whole number beside saying
-  // its range: such a number is past every range, and is refused as out of it alone.
-  const number = Number(value);
-  return Number.isSafeInteger(number) ? number : Math.sign(number) * Number.MAX_SAFE_INTEGER;
-}
-
-class UsageError extends Error {}
 
 /**
  * parseArgs' own words for a flag no command takes advise `-- "--port"`, a positional argument,
@@ -70,153 +42,6 @@ function describeParseError(error: NodeJS.ErrnoException, argv: readonly string[
   if (argv[0] === 'serve') return `serve takes no flags (got ${flag})`; // (the usage that follows says where its settings are)
   return `unknown flag ${flag}`;
 }
-
-/**
- * A key's id as `keys list` prints it. `ak_<keyId>` and the whole key `ak_<keyId>_<secret>` name
- * the same key (a key id is base62, never `_`), so either is taken too.
- */
-function keyIdFlag(flags: Flags): string {
-  const value = required(flags, 'key-id');
-  return parseApiKey(value)?.keyId ?? /^ak_([A-Za-z0-9]+)$/.exec(value)?.[1] ?? value;
-}
-
-/** Runs a command on one key; a key that is not there is said with where its id can be found. */
-async function onKey(work: () => Promise<unknown>): Promise<void> {
-  try {
-    await work();
-  } catch (error) {
-    if (error instanceof Problem && error.code === 'not_found') {
-      throw new Problem('not_found', 'No such key. --key-id takes the id that `keys list --email E` prints in its first column.');
-    }
-    throw error;
-  }
-}
-
-/** The flag a service's field comes from, for its error messages. */
-const FLAG_OF_FIELD: Record<string, string> = { agent_name: 'name', workspace_id: 'workspace' };
-const flagOf = (field: string): string => `--${FLAG_OF_FIELD[field] ?? field.replaceAll('_', '-')}`;
-
-/** A service's refusal as the CLI's user reads it: fields named by their flags. */
-function describeProblem(problem: Problem): string {
-  const errors = problem.extra.errors as { path: string; message: string }[] | undefined;
-  if (problem.code !== 'validation_failed' || !errors?.length) return problem.message;
-  return errors.map((e) => (e.path ? `${flagOf(e.path)} ${e.message}` : e.message)).join('; ');
-}
-
-const COMMANDS: Record<string, Command> = {
-  'users create': {
-    flags: ['email', 'password', 'plan'],
-    async run(s, f, out) {
-      const plan = f.plan ?? 'free';
-      if (plan !== 'free' && plan !== 'pro') throw new UsageError('--plan must be free or pro');
-      const user = await s.accounts.createUser({ email: required(f, 'email'), password: required(f, 'password'), plan });
-      out(user.id);
-    },
-  },
-  'users set-plan': {
-    flags: ['email', 'plan'],
-    async run(s, f) {
-      const plan = required(f, 'plan');
-      if (plan !== 'free' && plan !== 'pro') throw new UsageError('--plan must be free or pro');
-      await s.accounts.setPlan(required(f, 'email'), plan);
-    },
-  },
-  'users set-password': {
-    flags: ['email', 'password'],
-    async run(s, f) {
-      // Locked out by failed guesses, it may log in at once: they are forgotten with the password set.
-      const forgive = await s.loginThrottle.accountForgiver(required(f, 'email'));
-      await s.accounts.setPassword(required(f, 'email'), required(f, 'password'), forgive);
-    },
-  },
-  'agents create': {
-    flags: ['email', 'name', 'workspace'],
-    async run(s, f, out) {
-      const user = await s.accounts.requireByEmail(required(f, 'email'));
-      const agent = await s.agents.create(user.id, { agent_name: required(f, 'name'), workspace_id: f.workspace });
-      out(agent.agent_id);
-    },
-  },
-  'keys create': {
-    flags: ['email', 'label', 'rate-limit', 'expires-in-days'],
-    async run(s, f, out) {
-      const user = await s.accounts.requireByEmail(required(f, 'email'));
-      const { token } = await s.keys.create(user.id, {
-        label: required(f, 'label'), rate_limit: optionalInt(f, 'rate-limit'), expires_in_days: optionalInt(f, 'expires-in-days'),
-      });
-      out(token);
-    },
-  },
-  'keys list': {
-    flags: ['email'],
-    async run(s, f, out) {
-      const user = await s.accounts.requireByEmail(required(f, 'email'));
-      for (const key of await s.keys.list(user.id)) {
-        // One key per line, tab-separated: a label can never break the line or add a column.
-        const label = key.label.replace(/[\p{Cc}]/gu, ' ');
-        out([key.key_id, label, key.status, key.last_used_at ?? 'never', key.expires_at ?? 'never'].join('\t'));
-      }
-    },
-  },
-  'keys revoke': {
-    flags: ['email', 'key-id'],
-    async run(s, f) {
-      const user = await s.accounts.requireByEmail(required(f, 'email'));
-      await onKey(() => s.keys.revoke(user.id, keyIdFlag(f)));
-    },
-  },
-  'keys disable': {
-    flags: ['key-id'],
-    async run(s, f) {
-      await onKey(() => s.keys.setEnabled(keyIdFlag(f), false));
-    },
-  },
-  'keys enable': {
-    flags: ['key-id'],
-    async run(s, f) {
-      await onKey(() => s.keys.setEnabled(keyIdFlag(f), true));
-    },
-  },
-  'workspaces list': {
-    flags: ['email'],
-    async run(s, f, out) {
-      const user = await s.accounts.requireByEmail(required(f, 'email'));
-      // One workspace per line, tab-separated, the personal one first: the ids --workspace takes.
-      for (const workspace of await s.accounts.workspacesOf(user.id)) {
-        out([workspace.workspace_id, workspace.role, workspace.name.replace(/[\p{Cc}]/gu, ' ')].join('\t'));
-      }
-    },
-  },
-  'workspaces add-member': {
-    flags: ['workspace', 'email', 'role'],
-    async run(s, f) {
-      const role = required(f, 'role');
-      if (role !== 'member' && role !== 'admin') throw new UsageError('--role must be member or admin');
-      await s.accounts.addMember({ workspaceId: required(f, 'workspace'), email: required(f, 'email'), role });
-    },
-  },
-  'workspaces remove-member': {
-    flags: ['workspace', 'email'],
-    async run(s, f) {
-      await s.accounts.removeMember({ workspaceId: required(f, 'workspace'), email: required(f, 'email') });
-    },
-  },
-  backup: {
-    flags: ['to'],
-    onFiles: true,
-    async run(config, f) {
-      backupSqlite(config.databaseUrl, required(f, 'to'));
-    },
-  },
-  restore: {
-    flags: ['from'],
-    onFiles: true,
-    async run(config, f, out) {
-      const keptAs = restoreSqlite(config.databaseUrl, required(f, 'from'));
-      if (keptAs) out(keptAs);
-    },
-  },
-};
 
 const FLAG_NAMES = [...new Set(Object.values(COMMANDS).flatMap((command) => command.flags))];
 
