@@ -11,7 +11,7 @@ import { clientErrorProblem, installErrorHandling } from './channels/api/plugins
 import { withExtraFieldsAllowed, withoutUnreferencedSchemas, withResponseHeaders, type RouteResponseHeaders } from './channels/api/openapi.ts';
 import { webChannel } from './channels/web/index.ts';
 import { findUnstorableText, Problem, unstorableTextProblem } from './domain/problems.ts';
-import { sendProblem } from './channels/api/problem-reply.ts';
+import { sendProblem } from './channels/problem-reply.ts';
 import { logAccess } from './observability/access-log.ts';
 import { logDestination } from './observability/log-destination.ts';
 import { lazyRequestLogger } from './observability/request-log.ts';

@@ -1,5 +1,5 @@
 import type { ApiApp, ApiContext } from '../context.ts';
-import { callerOf } from '../plugins/auth.ts';
+import { callerOf } from '../../key-auth.ts';
 import { AgentSchema, BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
 import { CreateAgentSchema } from '../../../services/agents.ts';
 

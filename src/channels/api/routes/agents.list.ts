@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
-import { callerOf } from '../plugins/auth.ts';
+import { callerOf } from '../../key-auth.ts';
 import { AgentSchema, COMMON_PROBLEMS, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 /** §2 List agents: every agent of every workspace the caller belongs to. */

@@ -3,11 +3,11 @@ import { checkMessageText, Problem, TEXT_MAX_LENGTH } from '../../../domain/prob
 import { SendResultSchema } from '../../../services/conversations/schemas.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { API_PREFIX } from '../prefix.ts';
-import { callerOf } from '../plugins/auth.ts';
+import { callerOf } from '../../key-auth.ts';
 import { BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
 import type { RouteResponseHeaders } from '../openapi.ts';
 import { hangUpSignal } from '../../hang-up.ts';
-import { sentMoreThanOnce } from '../repeated-header.ts';
+import { sentMoreThanOnce } from '../../repeated-header.ts';
 import { preferredWaitSeconds } from '../prefer-wait.ts';
 
 const SendBody = z.object({

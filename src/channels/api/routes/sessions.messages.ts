@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { TS_PATTERN } from '../../../domain/turn-clock.ts';
 import { TranscriptSchema } from '../../../services/conversations/schemas.ts';
-import { callerOf } from '../plugins/auth.ts';
+import { callerOf } from '../../key-auth.ts';
 import { heldWait } from '../prefer-wait.ts';
 import type { RouteResponseHeaders } from '../openapi.ts';
 import { hangUpSignal } from '../../hang-up.ts';

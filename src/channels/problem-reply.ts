@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { Problem } from '../../domain/problems.ts';
+import { Problem } from '../domain/problems.ts';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
