@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
-import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance } from 'fastify';
 import { randomBase62 } from '../../domain/ids.ts';
 import { findUnstorableText, Problem, unstorableTextProblem } from '../../domain/problems.ts';
 import { collapseRepeatedParameters, errorPage, formValue, tokensEqual, wantsJson, type WebContext } from './context.ts';
