@@ -10,6 +10,8 @@ import { API_PREFIX, apiChannel } from './channels/api/index.ts';
 import { clientErrorProblem, installErrorHandling } from './channels/api/plugins/errors.ts';
 import { withExtraFieldsAllowed, withoutUnreferencedSchemas, withResponseHeaders, type RouteResponseHeaders } from './channels/api/openapi.ts';
 import { webChannel } from './channels/web/index.ts';
+import { mcpChannel } from './channels/mcp/index.ts';
+import { RELEASE } from './release.ts';
 import { findUnstorableText, Problem, unstorableTextProblem } from './domain/problems.ts';
 import { sendProblem } from './channels/problem-reply.ts';
 import { logAccess } from './observability/access-log.ts';
@@ -231,6 +233,7 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   });
 
   await app.register(apiChannel(runtime.services, runtime.rateLimiter), { prefix: API_PREFIX });
+  await app.register(mcpChannel({ services: runtime.services, rateLimiter: runtime.rateLimiter, version: RELEASE }));
   await app.register(webChannel({
     services: runtime.services, config: runtime.config, rateLimiter: runtime.rateLimiter, clock: runtime.store.clock,
   }));

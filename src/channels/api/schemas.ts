@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { EXAMPLE_IDS } from '../../domain/ids.ts';
 import { PAGE_LIMIT } from '../../domain/paging.ts';
 
 /** Shared OpenAPI pieces of the API channel. */
@@ -79,9 +78,3 @@ export function waitingListQuery(items: { plural: string; singular: string; id: 
 
 /** A `limit` query parameter as the service takes it (undefined when not given). */
 export const pageLimitOf = (limit: string | undefined): number | undefined => (limit === undefined ? undefined : Number(limit));
-
-export const AgentSchema = z.object({
-  agent_id: z.string().meta({ example: EXAMPLE_IDS.agent }),
-  name: z.string(),
-  workspace_id: z.string().meta({ example: EXAMPLE_IDS.workspace }),
-}).meta({ id: 'Agent' });

@@ -1,5 +1,5 @@
 import { AnswerEntrySchema, AnswerResultsSchema } from '../../../services/missions/schemas.ts';
-import { bulkBody, bulkEntries } from '../bulk-body.ts';
+import { bulkBody, bulkEntries } from '../../bulk-body.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../../key-auth.ts';
 import { BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
