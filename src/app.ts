@@ -192,7 +192,9 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
         title: 'agent-channel API',
         version: '1.0.0',
         description: 'Send messages to AI agents, read transcripts, and settle what they are blocked on. Errors are RFC 9457 problem details. '
-          + 'Every GET also answers HEAD (RFC 9110): the same status and headers with no body, counted against the key\'s rate limit like the GET.',
+          + 'Every GET also answers HEAD (RFC 9110): the same status and headers with no body, counted against the key\'s rate limit like the GET. '
+          + 'The same key also serves MCP clients (AI tools) at `/mcp` (Streamable HTTP, stateless; not a REST route, so not listed here): '
+          + 'the tools list_agents, create_agent, send_message, get_messages, list_actions, decide_actions, list_questions, answer_questions and cancel call the routes\' services.',
       },
       servers: [{ url: '/' }],
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'The whole key, `ak_<keyId>_<secret>`.' } } }, // (markdown: bare <…> would be read as HTML)

@@ -29,6 +29,7 @@ test('tools/list shows every tool of §9.6 with its input and output schemas, an
     assert.equal(tool.inputSchema.type, 'object', tool.name);
     assert.equal(tool.outputSchema?.type, 'object', tool.name);
     assert.ok(tool.outputSchema?.properties, `${tool.name}: its output schema names its fields, at the root`);
+    assert.equal(JSON.stringify(tool.outputSchema).includes('"additionalProperties":false'), false, `${tool.name}: results may carry more fields (§0)`);
     assert.ok((tool.description ?? '').length > 80, `${tool.name}: a description a model can use`);
     assert.equal(tool.annotations?.readOnlyHint, readOnly.includes(tool.name), `${tool.name} readOnlyHint`);
     assert.equal(tool.annotations?.destructiveHint === true, destructive.includes(tool.name), `${tool.name} destructiveHint`);

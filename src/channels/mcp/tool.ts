@@ -56,12 +56,16 @@ function shown(convert: JsonSchemaConverter): JsonSchemaConverter {
   };
 }
 
+/** `additionalProperties: false` dropped, and `{}` (any value, which some clients flag as a mistake) said as `true`. */
 function openObjects(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(openObjects);
   if (value === null || typeof value !== 'object') return value;
-  return Object.fromEntries(Object.entries(value).filter(([key, child]) => !(key === 'additionalProperties' && child === false))
-    .map(([key, child]) => [key, openObjects(child)]));
+  const entries = Object.entries(value).filter(([key, child]) => !(key === 'additionalProperties' && child === false))
+    .map(([key, child]) => [key, key === 'additionalProperties' && isEmptyObject(child) ? true : openObjects(child)]);
+  return Object.fromEntries(entries);
 }
+
+const isEmptyObject = (value: unknown): boolean => value !== null && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0;
 
 /**
  * `schema` as the SDK takes it. An input is shown and not checked by the SDK: its check would
