@@ -1,18 +1,8 @@
 import { z } from 'zod';
 import { PAGE_LIMIT } from '../../domain/paging.ts';
+import { ProblemSchema } from '../problem-reply.ts';
 
 /** Shared OpenAPI pieces of the API channel. */
-export const ProblemSchema = z.object({
-  type: z.string(),
-  title: z.string(),
-  status: z.number().int(),
-  code: z.string().meta({ description: 'Stable machine-readable code (see the contract\'s table).' }),
-  detail: z.string(),
-  request_id: z.string(),
-  errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
-  session_id: z.string().optional().meta({ description: 'On 502 agent_failed: the session of the message.' }),
-  message_ts: z.string().optional().meta({ description: 'On 502 agent_failed: ts of the message in the transcript.' }),
-}).meta({ id: 'Problem', description: 'RFC 9457 problem details (application/problem+json).' });
 
 /** A problem response in the OpenAPI document: the Problem schema under application/problem+json. */
 export const problemResponse = (description: string) => ({

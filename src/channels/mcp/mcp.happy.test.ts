@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import type { Progress } from '@modelcontextprotocol/client';
+import type { Progress, Tool } from '@modelcontextprotocol/client';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/client/validators/ajv';
 import { startTestApp, type TestApp } from '../../testing/harness.ts';
 import { mcpClient, structuredOf } from '../../testing/mcp.ts';
 import { unique } from '../../testing/missions.ts';
@@ -13,6 +14,9 @@ before(async () => { t = await startTestApp({ waitCeilingMs: CEILING_MS, duplica
 after(async () => { await t.close(); });
 
 interface SendResult { session_id: string; status: string; message_ts: string; reply?: string; reply_ts?: string; awaiting: Array<Record<string, string>> }
+/** The output schema advertises the result, or (with isError) the problem body: the result's alternative. */
+const resultSchemaOf = (tool: Tool) => (tool.outputSchema as { anyOf: Array<{ properties?: Record<string, unknown> }> }).anyOf[0]!;
+
 interface Transcript { status: string; messages: Array<{ role: string; text: string; ts: string; error?: string }>; awaiting: unknown[] }
 
 test('tools/list shows every tool of §9.6 with its input and output schemas, annotations and a description', async () => {
@@ -28,7 +32,7 @@ test('tools/list shows every tool of §9.6 with its input and output schemas, an
   for (const tool of tools) {
     assert.equal(tool.inputSchema.type, 'object', tool.name);
     assert.equal(tool.outputSchema?.type, 'object', tool.name);
-    assert.ok(tool.outputSchema?.properties, `${tool.name}: its output schema names its fields, at the root`);
+    assert.ok(resultSchemaOf(tool).properties, `${tool.name}: its output schema names the result's fields`);
     assert.equal(JSON.stringify(tool.outputSchema).includes('"additionalProperties":false'), false, `${tool.name}: results may carry more fields (§0)`);
     assert.ok((tool.description ?? '').length > 80, `${tool.name}: a description a model can use`);
     assert.equal(tool.annotations?.readOnlyHint, readOnly.includes(tool.name), `${tool.name} readOnlyHint`);
@@ -40,7 +44,7 @@ test('tools/list shows every tool of §9.6 with its input and output schemas, an
   assert.deepEqual(Object.keys(send.inputSchema.properties ?? {}).sort(), ['agent_id', 'session_id', 'text']);
   assert.equal((send.inputSchema.properties as Record<string, { maxLength?: number }>).text?.maxLength, 32_000);
   assert.match(send.description ?? '', /waits up to 1 s.*get_messages.*after.*message_ts.*wait_seconds/s);
-  assert.deepEqual(Object.keys(send.outputSchema?.properties ?? {}).sort(),
+  assert.deepEqual(Object.keys(resultSchemaOf(send).properties ?? {}).sort(),
     ['agent_id', 'awaiting', 'error', 'message_ts', 'reply', 'reply_ts', 'session_id', 'status']);
   assert.deepEqual(Object.keys(byName.get('get_messages')!.inputSchema.properties ?? {}).sort(), ['after', 'limit', 'session_id', 'wait_seconds']);
   assert.deepEqual(Object.keys(byName.get('create_agent')!.inputSchema.properties ?? {}).sort(), ['agent_name', 'workspace_id']);
@@ -111,6 +115,21 @@ test('a conversation end to end: send, a slow turn that arrives through get_mess
   const after = structuredOf<Transcript>(await mcp.call('get_messages', { session_id: session, after: long.message_ts }));
   assert.deepEqual(after.messages.map((m) => [m.text, m.error]), [['Cancelled.', 'cancelled']]);
   assert.equal(after.status, 'idle');
+  await mcp.close();
+});
+
+test('results and problem bodies both fit the advertised output schema, as a client that checks every structured content sees them', async () => {
+  const u = await t.userWithAgent();
+  const mcp = await mcpClient(t, u.key);
+  const { tools } = await mcp.client.listTools();
+  const validatorOf = (name: string) => new AjvJsonSchemaValidator().getValidator(tools.find((tool) => tool.name === name)!.outputSchema!);
+  const sent = await mcp.call('send_message', { text: 'fits' });
+  const refused = await mcp.call('get_messages', { session_id: 'ses_nope' });
+  const invalid = await mcp.call('decide_actions', { decisions: 'all of them' });
+  assert.equal(validatorOf('send_message')(structuredOf(sent)).valid, true);
+  assert.equal(validatorOf('get_messages')(structuredOf(refused, true)).valid, true);
+  assert.equal(validatorOf('decide_actions')(structuredOf(invalid, true)).valid, true);
+  assert.equal(validatorOf('get_messages')({ session_id: 1 }).valid, false, 'the schema does check');
   await mcp.close();
 });
 

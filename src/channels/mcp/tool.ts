@@ -3,7 +3,7 @@ import type { CallToolResult, McpServer, ServerContext, StandardSchemaWithJSON, 
 import type { z } from 'zod';
 import { findUnstorableText, parseOrThrow, Problem, unstorableTextProblem } from '../../domain/problems.ts';
 import { isStoreUnavailable, storeOutageFields } from '../../store/unavailable.ts';
-import { problemBody } from '../problem-reply.ts';
+import { problemBody, ProblemSchema } from '../problem-reply.ts';
 
 /** Who calls a tool, in which HTTP request: what every tool's work is given. */
 export interface ToolCall {
@@ -68,21 +68,42 @@ function openObjects(value: unknown): unknown {
 const isEmptyObject = (value: unknown): boolean => value !== null && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0;
 
 /**
- * `schema` as the SDK takes it. An input is shown and not checked by the SDK: its check would
- * answer a bad argument with its own text, where the contract wants the API's 422 problem body
- * (§9.6), so the tool judges its arguments itself, as the API's route does. An output is checked
- * (the SDK validates each result against it).
+ * An input as the SDK takes it: shown, not checked. The SDK's check would answer a bad argument
+ * with its own text, where the contract wants the API's 422 problem body (§9.6), so the tool
+ * judges its arguments itself, as the API's route does.
  */
-function forSdk(schema: z.ZodType, checked: boolean): StandardSchemaWithJSON {
-  const standard = schema['~standard'] as unknown as StandardProps;
+function inputForSdk(input: z.ZodType): StandardSchemaWithJSON {
+  const standard = input['~standard'] as unknown as StandardProps;
   return {
     '~standard': {
-      version: 1,
-      vendor: standard.vendor,
-      validate: checked ? standard.validate : (value: unknown) => ({ value }),
+      version: 1, vendor: standard.vendor, validate: (value: unknown) => ({ value }),
       jsonSchema: { input: shown(standard.jsonSchema.input), output: shown(standard.jsonSchema.output) },
     },
   };
+}
+
+/**
+ * An output as the SDK takes it: each result is checked against it (by the SDK, before it goes
+ * out), and it is shown as "the result, or the problem body of an isError result", since some
+ * clients check an error's structured content against the tool's output schema too.
+ */
+function outputForSdk(output: z.ZodType): StandardSchemaWithJSON {
+  const standard = output['~standard'] as unknown as StandardProps;
+  const problem = shown((ProblemSchema['~standard'] as unknown as StandardProps).jsonSchema.output);
+  const result = shown(standard.jsonSchema.output);
+  const either: JsonSchemaConverter = (options) => {
+    // Both alternatives' named schemas at the root, where their `#/$defs/…` references point.
+    const { $schema, $defs: resultDefs, ...resultSchema } = result(options);
+    const { $schema: _dialect, $defs: problemDefs, ...problemSchema } = problem(options);
+    const defs = { ...(resultDefs as JsonSchema | undefined), ...(problemDefs as JsonSchema | undefined) };
+    return {
+      ...(typeof $schema === 'string' ? { $schema } : {}),
+      type: 'object',
+      anyOf: [resultSchema, { ...problemSchema, description: 'With isError: the problem, as the API answers it (RFC 9457).' }],
+      ...(Object.keys(defs).length > 0 ? { $defs: defs } : {}),
+    };
+  };
+  return { '~standard': { version: 1, vendor: standard.vendor, validate: standard.validate, jsonSchema: { input: either, output: either } } };
 }
 
 /** A tool result: the value as structured content, and as JSON text for clients that read only text. */
@@ -110,8 +131,8 @@ export function registerTool<Input extends z.ZodType, Output extends z.ZodType>(
   server.registerTool(tool.name, {
     title: tool.title,
     description: tool.description,
-    inputSchema: forSdk(tool.input, false),
-    outputSchema: forSdk(tool.output, true),
+    inputSchema: inputForSdk(tool.input),
+    outputSchema: outputForSdk(tool.output),
     annotations: { title: tool.title, ...tool.annotations },
   }, async (args: unknown, mcp: ServerContext) => {
     const call = callOf(mcp);
