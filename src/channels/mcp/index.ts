@@ -32,13 +32,15 @@ export function mcpChannel(options: McpChannelOptions) {
       if (isCrossSite(request)) return sendProblem(request, reply, new Problem('forbidden', 'Requests from a page of another site are not accepted here.'));
     });
     installKeyAuth(scope, { keys: services.keys, rateLimiter });
+    const closing = new AbortController();
+    scope.addHook('preClose', (done) => { closing.abort(); done(); });
 
     // Unstorable text is judged by each tool, so that it is the tool's isError result (§9.6), not a 422 of the request.
     scope.post(MCP_PATH, { config: { perEntryTextCheck: true }, schema: { hide: true } }, async (request, reply) => {
       const hangUp = hangUpSignal(request, reply);
       const userId = callerOf(request).userId;
       const server = mcpServerFor(services, version, (mcp) => ({
-        userId, requestId: request.id, log: request.log, mcp, signal: AbortSignal.any([mcp.mcpReq.signal, hangUp]),
+        userId, requestId: request.id, log: request.log, mcp, signal: AbortSignal.any([mcp.mcpReq.signal, hangUp]), shutdown: closing.signal,
       }));
       const transport = new NodeStreamableHTTPServerTransport({ sessionIdGenerator: undefined });
       await server.connect(transport);

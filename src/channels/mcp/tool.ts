@@ -13,6 +13,8 @@ export interface ToolCall {
   log: FastifyBaseLogger;
   /** Aborts when the client cancels the call or hangs up. */
   signal: AbortSignal;
+  /** Aborts as the server starts closing: a held read ends then, as the API's do (its client asks again, elsewhere or after the restart). */
+  shutdown: AbortSignal;
   /** The SDK's context of the call (progress token, notifications). */
   mcp: ServerContext;
 }

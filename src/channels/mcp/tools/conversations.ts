@@ -70,7 +70,7 @@ export function getMessagesTool(services: McpServices) {
     run: (args, call) => {
       // Only a read after a turn is held (§9.1): without `after` there is nothing to wait past.
       const hold = args.after !== undefined && args.wait_seconds !== undefined
-        ? { waitMs: Math.min(args.wait_seconds * 1000, ceilingMs), signal: call.signal } : undefined;
+        ? { waitMs: Math.min(args.wait_seconds * 1000, ceilingMs), signal: AbortSignal.any([call.signal, call.shutdown]) } : undefined;
       return services.conversations.transcript(call.userId, args.session_id, { after: args.after, limit: args.limit }, hold);
     },
   } satisfies ToolDefinition<typeof input, typeof TranscriptSchema>;
