@@ -10,8 +10,10 @@ import { API_PREFIX, apiChannel } from './channels/api/index.ts';
 import { clientErrorProblem, installErrorHandling } from './channels/api/plugins/errors.ts';
 import { withExtraFieldsAllowed, withoutUnreferencedSchemas, withResponseHeaders, type RouteResponseHeaders } from './channels/api/openapi.ts';
 import { webChannel } from './channels/web/index.ts';
+import { mcpChannel } from './channels/mcp/index.ts';
+import { RELEASE } from './release.ts';
 import { findUnstorableText, Problem, unstorableTextProblem } from './domain/problems.ts';
-import { sendProblem } from './channels/api/problem-reply.ts';
+import { sendProblem } from './channels/problem-reply.ts';
 import { logAccess } from './observability/access-log.ts';
 import { logDestination } from './observability/log-destination.ts';
 import { lazyRequestLogger } from './observability/request-log.ts';
@@ -190,7 +192,9 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
         title: 'agent-channel API',
         version: '1.0.0',
         description: 'Send messages to AI agents, read transcripts, and settle what they are blocked on. Errors are RFC 9457 problem details. '
-          + 'Every GET also answers HEAD (RFC 9110): the same status and headers with no body, counted against the key\'s rate limit like the GET.',
+          + 'Every GET also answers HEAD (RFC 9110): the same status and headers with no body, counted against the key\'s rate limit like the GET. '
+          + 'The same key also serves MCP clients (AI tools) at `/mcp` (Streamable HTTP, stateless; not a REST route, so not listed here): '
+          + 'the tools list_agents, create_agent, send_message, get_messages, list_actions, decide_actions, list_questions, answer_questions and cancel call the routes\' services.',
       },
       servers: [{ url: '/' }],
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'The whole key, `ak_<keyId>_<secret>`.' } } }, // (markdown: bare <…> would be read as HTML)
@@ -231,6 +235,7 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   });
 
   await app.register(apiChannel(runtime.services, runtime.rateLimiter), { prefix: API_PREFIX });
+  await app.register(mcpChannel({ services: runtime.services, rateLimiter: runtime.rateLimiter, version: RELEASE }));
   await app.register(webChannel({
     services: runtime.services, config: runtime.config, rateLimiter: runtime.rateLimiter, clock: runtime.store.clock,
   }));

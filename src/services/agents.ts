@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { z } from 'zod';
-import { looksLikeId, newId } from '../domain/ids.ts';
+import { EXAMPLE_IDS, looksLikeId, newId } from '../domain/ids.ts';
 import { parseOrThrow, Problem } from '../domain/problems.ts';
 import type { Agent, DB, Plan } from '../store/schema.ts';
 import { prepared } from '../store/prepared.ts';
@@ -18,11 +18,14 @@ export const CreateAgentSchema = z.object({
   }),
 });
 
-export interface AgentView {
-  agent_id: string;
-  name: string;
-  workspace_id: string;
-}
+/** An agent as channels show it (§2, §3). */
+export const AgentSchema = z.object({
+  agent_id: z.string().meta({ example: EXAMPLE_IDS.agent }),
+  name: z.string(),
+  workspace_id: z.string().meta({ example: EXAMPLE_IDS.workspace }),
+}).meta({ id: 'Agent' });
+
+export type AgentView = z.infer<typeof AgentSchema>;
 
 export interface AgentsDeps {
   store: Store;

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { RateLimiter } from '../../ratelimit/rate-limiter.ts';
 import type { ApiApp, ApiServices } from './context.ts';
 import { EventStreams, fastifySse, HEARTBEAT_INTERVAL_MS, MAX_STREAMS_PER_HOLDER } from '../event-streams.ts';
-import { installKeyAuth } from './plugins/auth.ts';
+import { installKeyAuth } from '../key-auth.ts';
 import { getBodyJudge } from '../json-body.ts';
 import { listAgentsRoute } from './routes/agents.list.ts';
 import { createAgentRoute } from './routes/agents.create.ts';

@@ -1,19 +1,8 @@
 import { z } from 'zod';
-import { EXAMPLE_IDS } from '../../domain/ids.ts';
 import { PAGE_LIMIT } from '../../domain/paging.ts';
+import { ProblemSchema } from '../problem-reply.ts';
 
 /** Shared OpenAPI pieces of the API channel. */
-export const ProblemSchema = z.object({
-  type: z.string(),
-  title: z.string(),
-  status: z.number().int(),
-  code: z.string().meta({ description: 'Stable machine-readable code (see the contract\'s table).' }),
-  detail: z.string(),
-  request_id: z.string(),
-  errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
-  session_id: z.string().optional().meta({ description: 'On 502 agent_failed: the session of the message.' }),
-  message_ts: z.string().optional().meta({ description: 'On 502 agent_failed: ts of the message in the transcript.' }),
-}).meta({ id: 'Problem', description: 'RFC 9457 problem details (application/problem+json).' });
 
 /** A problem response in the OpenAPI document: the Problem schema under application/problem+json. */
 export const problemResponse = (description: string) => ({
@@ -79,9 +68,3 @@ export function waitingListQuery(items: { plural: string; singular: string; id: 
 
 /** A `limit` query parameter as the service takes it (undefined when not given). */
 export const pageLimitOf = (limit: string | undefined): number | undefined => (limit === undefined ? undefined : Number(limit));
-
-export const AgentSchema = z.object({
-  agent_id: z.string().meta({ example: EXAMPLE_IDS.agent }),
-  name: z.string(),
-  workspace_id: z.string().meta({ example: EXAMPLE_IDS.workspace }),
-}).meta({ id: 'Agent' });

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
-import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance } from 'fastify';
 import { randomBase62 } from '../../domain/ids.ts';
 import { findUnstorableText, Problem, unstorableTextProblem } from '../../domain/problems.ts';
 import { collapseRepeatedParameters, errorPage, formValue, tokensEqual, wantsJson, type WebContext } from './context.ts';
@@ -17,6 +17,7 @@ import { chatRoutes } from './pages/chat.ts';
 import { feedRoutes } from './pages/feed.ts';
 import { EventStreams, fastifySse, HEARTBEAT_INTERVAL_MS, MAX_STREAMS_PER_HOLDER } from '../event-streams.ts';
 import { isStoreUnavailable, storeOutageFields } from '../../store/unavailable.ts';
+import { isCrossSite } from '../cross-site.ts';
 
 const CSP = [
   "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self' data:", "connect-src 'self'",
@@ -153,40 +154,4 @@ export function webChannel(deps: Omit<WebContext, 'sealer' | 'streams'>) {
       return errorPage(request, reply, 404, 'Page not found', 'There is no page at this address.');
     });
   };
-}
-
-/**
- * True when the request comes from another site. A browser that sends Fetch metadata is trusted
- * on it: `same-origin` (or `none`, typed by the user) passes, `same-site` and `cross-site` do not;
- * its Origin is then not compared, because behind a TLS-terminating proxy without TRUST_PROXY
- * this server sees http while the browser says https. Without Sec-Fetch-Site (older browsers),
- * an Origin must name this host (the scheme is not compared, for the same reason). The CSRF
- * token is required either way.
- */
-export function isCrossSite(request: FastifyRequest): boolean {
-  const site = request.headers['sec-fetch-site'];
-  if (typeof site === 'string') return site !== 'same-origin' && site !== 'none';
-  const origin = request.headers.origin;
-  if (typeof origin !== 'string') return false;
-  let url: URL;
-  try {
-    url = new URL(origin);
-  } catch {
-    return true; // "null" (a sandboxed or privacy-sensitive context) or garbage
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return true;
-  return !sameHost(url, request.host);
-}
-
-const DEFAULT_PORTS = new Set(['80', '443']);
-
-/** Whether an Origin names the host of the Host header: same name and port, either scheme. */
-function sameHost(origin: URL, hostHeader: string): boolean {
-  const match = /^(.*?)(?::(\d+))?$/.exec(hostHeader.toLowerCase());
-  if (!match || match[1] !== origin.hostname) return false;
-  const originPort = origin.port || (origin.protocol === 'https:' ? '443' : '80');
-  const hostPort = match[2];
-  if (hostPort === undefined) return DEFAULT_PORTS.has(originPort);
-  if (hostPort === originPort) return true;
-  return DEFAULT_PORTS.has(hostPort) && DEFAULT_PORTS.has(originPort);
 }

@@ -5,8 +5,8 @@ import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { Problem } from '../../../domain/problems.ts';
 import { isStoreUnavailable, storeOutageFields } from '../../../store/unavailable.ts';
 import { bodyNotJson, bodyTooLarge } from '../../json-body.ts';
-import { PROBLEM_CONTENT_TYPE, problemBody, sendProblem } from '../problem-reply.ts';
-import { rateLimitHeaderLines } from './auth.ts';
+import { PROBLEM_CONTENT_TYPE, problemBody, sendProblem } from '../../problem-reply.ts';
+import { rateLimitHeaderLines } from '../../key-auth.ts';
 
 /** Turns every error into a contract problem; anything unexpected is a logged 500 with no detail. */
 export function installErrorHandling(app: FastifyInstance): void {

@@ -1,7 +1,7 @@
 import { DecisionEntrySchema, DecisionResultsSchema } from '../../../services/missions/schemas.ts';
-import { bulkBody, bulkEntries } from '../bulk-body.ts';
+import { bulkBody, bulkEntries } from '../../bulk-body.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
-import { callerOf } from '../plugins/auth.ts';
+import { callerOf } from '../../key-auth.ts';
 import { BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
 
 /** §5 Decide on pending actions, 1–100 at a time; one result per entry, in order. */

@@ -1,7 +1,7 @@
 import { PendingActionListSchema } from '../../../services/missions/schemas.ts';
 import { EXAMPLE_IDS } from '../../../domain/ids.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
-import { callerOf } from '../plugins/auth.ts';
+import { callerOf } from '../../key-auth.ts';
 import { COMMON_PROBLEMS, pageLimitOf, problemResponse, waitingListQuery, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 const ListActionsQuery = waitingListQuery({ plural: 'actions', singular: 'action', id: 'operation_id', settled: 'settled', exampleId: EXAMPLE_IDS.action });

@@ -1,7 +1,7 @@
 import type { ApiApp, ApiContext } from '../context.ts';
-import { callerOf } from '../plugins/auth.ts';
-import { AgentSchema, BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
-import { CreateAgentSchema } from '../../../services/agents.ts';
+import { callerOf } from '../../key-auth.ts';
+import { BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
+import { AgentSchema, CreateAgentSchema } from '../../../services/agents.ts';
 
 /** §3 Create an agent, in the personal workspace unless another is named. */
 export function createAgentRoute(app: ApiApp, ctx: ApiContext): void {

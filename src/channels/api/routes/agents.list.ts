@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
-import { callerOf } from '../plugins/auth.ts';
-import { AgentSchema, COMMON_PROBLEMS, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
+import { callerOf } from '../../key-auth.ts';
+import { COMMON_PROBLEMS, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
+import { AgentSchema } from '../../../services/agents.ts';
 
 /** §2 List agents: every agent of every workspace the caller belongs to. */
 export function listAgentsRoute(app: ApiApp, ctx: ApiContext): void {

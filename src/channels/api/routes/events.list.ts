@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { FEED_EVENT_TYPES, positionOf } from '../../../domain/feed-events.ts';
 import { PAGE_LIMIT } from '../../../domain/paging.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
-import { callerOf } from '../plugins/auth.ts';
+import { callerOf } from '../../key-auth.ts';
 import { heldWait } from '../prefer-wait.ts';
 import { EXAMPLE_IDS } from '../../../domain/ids.ts';
 import { COMMON_PROBLEMS, pageLimitOf, pageLimitParam, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';

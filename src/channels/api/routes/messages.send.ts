@@ -1,26 +1,14 @@
 import { z } from 'zod';
-import { checkMessageText, Problem, TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
-import { SendResultSchema } from '../../../services/conversations/schemas.ts';
+import { checkMessageText, Problem } from '../../../domain/problems.ts';
+import { SendMessageSchema, SendResultSchema } from '../../../services/conversations/schemas.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { API_PREFIX } from '../prefix.ts';
-import { callerOf } from '../plugins/auth.ts';
+import { callerOf } from '../../key-auth.ts';
 import { BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
 import type { RouteResponseHeaders } from '../openapi.ts';
 import { hangUpSignal } from '../../hang-up.ts';
-import { sentMoreThanOnce } from '../repeated-header.ts';
+import { sentMoreThanOnce } from '../../repeated-header.ts';
 import { preferredWaitSeconds } from '../prefer-wait.ts';
-
-const SendBody = z.object({
-  // Checked by checkMessageText (422 text_empty / text_too_long, codes of their own); the bounds document it.
-  text: z.string().meta({
-    description: 'The message, 1–32,000 characters (Unicode code points), not blank.', example: 'Summarise my unread email.', minLength: 1, maxLength: TEXT_MAX_LENGTH,
-  }),
-  // No length bound of their own (the body's 1 MiB bounds them): an id that cannot be one is
-  // simply not found, as on every other route.
-  session_id: z.string().min(1).optional().meta({ description: 'Continue this session (it keeps its agent). An unknown id is 404 session_not_found; 404 agent_not_found once you are no longer a member of its agent\'s workspace.' }),
-  agent_id: z.string().min(1).optional().meta({ description: 'For a new session: the agent to talk to. Optional when you can message only one agent. An unknown id is 404 agent_not_found.' }),
-  // The example is a request that works as it is (the docs page fills it in): a new session with your only agent.
-}).meta({ example: { text: 'Summarise my unread email.' } });
 
 const SendHeaders = z.object({
   'idempotency-key': z.string().min(1).max(255).optional().meta({
@@ -39,7 +27,7 @@ export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {
       summary: 'Send a message to an agent',
       description: 'Waits for the reply up to the server ceiling (or `Prefer: wait=N`). 200 `completed` with the reply; 202 `processing`/`queued` with `Location` pointing at the transcript; 200 `duplicate` for the same text to the same target within the duplicate window.',
       headers: SendHeaders,
-      body: SendBody,
+      body: SendMessageSchema,
       response: {
         200: SendResultSchema.describe('completed, or duplicate'),
         202: SendResultSchema.describe('processing or queued; poll the transcript at Location'),

@@ -1,7 +1,7 @@
 import { AnswerEntrySchema, AnswerResultsSchema } from '../../../services/missions/schemas.ts';
-import { bulkBody, bulkEntries } from '../bulk-body.ts';
+import { bulkBody, bulkEntries } from '../../bulk-body.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
-import { callerOf } from '../plugins/auth.ts';
+import { callerOf } from '../../key-auth.ts';
 import { BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
 
 /** §6 Answer open questions, 1–100 at a time; one result per entry, in order. */

@@ -1,7 +1,7 @@
 import { OpenQuestionListSchema } from '../../../services/missions/schemas.ts';
 import { EXAMPLE_IDS } from '../../../domain/ids.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
-import { callerOf } from '../plugins/auth.ts';
+import { callerOf } from '../../key-auth.ts';
 import { COMMON_PROBLEMS, pageLimitOf, problemResponse, waitingListQuery, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 const ListQuestionsQuery = waitingListQuery({ plural: 'questions', singular: 'question', id: 'request_id', settled: 'answered', exampleId: EXAMPLE_IDS.question });

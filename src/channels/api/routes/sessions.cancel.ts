@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { CancelResultSchema } from '../../../services/conversations/cancelling.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
-import { callerOf } from '../plugins/auth.ts';
+import { callerOf } from '../../key-auth.ts';
 import { COMMON_PROBLEMS, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 /** §9.4 Cancel a session's work. */

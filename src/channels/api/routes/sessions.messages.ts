@@ -1,19 +1,14 @@
 import { z } from 'zod';
 import type { ApiApp, ApiContext } from '../context.ts';
-import { TS_PATTERN } from '../../../domain/turn-clock.ts';
-import { TranscriptSchema } from '../../../services/conversations/schemas.ts';
-import { callerOf } from '../plugins/auth.ts';
+import { TranscriptSchema, TurnCursorSchema } from '../../../services/conversations/schemas.ts';
+import { callerOf } from '../../key-auth.ts';
 import { heldWait } from '../prefer-wait.ts';
 import type { RouteResponseHeaders } from '../openapi.ts';
 import { hangUpSignal } from '../../hang-up.ts';
 import { COMMON_PROBLEMS, pageLimitOf, pageLimitParam, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 
 const TranscriptQuery = z.object({
-  // Validated by the transcript (a real date and time, in the one format a ts has); the pattern documents the format.
-  after: z.string().max(64).optional().meta({
-    description: 'A turn `ts` (RFC 3339 UTC with exactly six fractional digits); only newer turns are returned.',
-    example: '2026-11-22T12:34:56.789012Z', pattern: TS_PATTERN.source,
-  }),
+  after: TurnCursorSchema.optional(),
   limit: pageLimitParam('Turns'),
 });
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { Problem } from '../../domain/problems.ts';
+import { Problem } from '../domain/problems.ts';
 
 /**
  * The body of a bulk request (POST /actions/decisions, POST /questions/answers): a JSON array of

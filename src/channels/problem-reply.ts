@@ -1,7 +1,21 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { Problem } from '../../domain/problems.ts';
+import { z } from 'zod';
+import { Problem } from '../domain/problems.ts';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+
+/** The shape of problemBody, as the API's OpenAPI document and the MCP tools' output schemas show it. */
+export const ProblemSchema = z.object({
+  type: z.string(),
+  title: z.string(),
+  status: z.number().int(),
+  code: z.string().meta({ description: 'Stable machine-readable code (see the contract\'s table).' }),
+  detail: z.string(),
+  request_id: z.string(),
+  errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+  session_id: z.string().optional().meta({ description: 'On 502 agent_failed: the session of the message.' }),
+  message_ts: z.string().optional().meta({ description: 'On 502 agent_failed: ts of the message in the transcript.' }),
+}).meta({ id: 'Problem', description: 'RFC 9457 problem details (application/problem+json).' });
 
 /** RFC 9457 body of a Problem; never a stack, SQL or another account's data. */
 export function problemBody(problem: Problem, requestId: string) {

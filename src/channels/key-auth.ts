@@ -1,11 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { Problem } from '../../../domain/problems.ts';
-import type { AuthenticatedKey, KeysService } from '../../../services/keys.ts';
-import type { RateDecision, RateLimiter } from '../../../ratelimit/rate-limiter.ts';
-import { sendProblem, UNAUTHORIZED } from '../problem-reply.ts';
-import { sentMoreThanOnce } from '../repeated-header.ts';
-import { isStoreUnavailable, storeOutageFields } from '../../../store/unavailable.ts';
-import type { GetBodyJudge } from '../../json-body.ts';
+import { Problem } from '../domain/problems.ts';
+import type { AuthenticatedKey, KeysService } from '../services/keys.ts';
+import type { RateDecision, RateLimiter } from '../ratelimit/rate-limiter.ts';
+import { sendProblem, UNAUTHORIZED } from './problem-reply.ts';
+import { sentMoreThanOnce } from './repeated-header.ts';
+import { isStoreUnavailable, storeOutageFields } from '../store/unavailable.ts';
+import type { GetBodyJudge } from './json-body.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -13,12 +13,18 @@ declare module 'fastify' {
   }
 }
 
-export interface KeyAuthDeps { keys: KeysService; rateLimiter: RateLimiter; judgeGetBody: GetBodyJudge }
+export interface KeyAuthDeps {
+  keys: KeysService;
+  rateLimiter: RateLimiter;
+  /** Judges a GET's body, which Fastify does not read (the API's routes); a channel with no GET body to judge leaves it out. */
+  judgeGetBody?: GetBodyJudge;
+}
 
 /**
  * Bearer auth, then the key's rate limit, before the body is read: the contract's order is
  * route → 401 → 429 → body → objects. A 401 never touches a quota. A GET's body, which Fastify
- * does not read, is judged here once the request is admitted (`judgeGetBody`).
+ * does not read, is judged here once the request is admitted (`judgeGetBody`). Every channel
+ * that takes API keys (the API, MCP) installs this one check in its scope.
  */
 export function installKeyAuth(app: FastifyInstance, deps: KeyAuthDeps): void {
   app.decorateRequest('apiKey', null);
@@ -42,7 +48,7 @@ export function installKeyAuth(app: FastifyInstance, deps: KeyAuthDeps): void {
       return sendProblem(request, reply, new Problem('rate_limited',
         `This key allows ${verdict.limit} requests per minute; retry in ${verdict.resetSeconds} s.`));
     }
-    await deps.judgeGetBody(request);
+    await deps.judgeGetBody?.(request);
   });
 }
 
