@@ -242,7 +242,7 @@ export class MessagePipeline {
       ids.length ? db.selectFrom('turns').select(['id', 'text', 'ts', 'error']).where('id', 'in', ids).execute() : [],
       // The database away: a message accepted is still answered (202, as it stands); the
       // transcript says what waits once the database is back.
-      awaitingIn(db, job.session_id).catch((error: unknown) => {
+      awaitingIn(db, job.user_id, job.session_id).catch((error: unknown) => {
         if (isStoreUnavailable(error)) return [];
         throw error;
       }),
