@@ -71,7 +71,7 @@ export function listEventsRoute(app: ApiApp, ctx: ApiContext): void {
     }
     const release = ctx.streams.open(caller.keyId);
     try {
-      let position = await ctx.feed.streamStart(caller.userId, { lastEventId: request.headers['last-event-id'], after, sessionId });
+      let position = await ctx.feed.streamStart(caller.userId, { lastEventId: request.headers['last-event-id'], after, limit, sessionId });
       // A problem found so far is a plain answer; from here on the stream is open.
       reply.sse.sendHeaders();
       // Now, not with the first event or heartbeat: the client knows at once that its stream is open.
