@@ -1,10 +1,13 @@
 import { type FeedEvent, positionOf } from '../domain/feed-events.ts';
-import { pageLimit } from '../domain/paging.ts';
+import { PAGE_LIMIT, pageLimit } from '../domain/paging.ts';
 import { Problem } from '../domain/problems.ts';
 import type { Wakeups } from '../engine/wakeups.ts';
 import { cursorStanding, deleteEventsBefore, newestPosition, readEvents } from '../store/repos/events.ts';
 import type { Store } from '../store/store.ts';
 import { findOwnSession } from './conversations/transcripts.ts';
+
+/** How long a stream waits for a wake-up before it reads its feed again (its heartbeat keeps the connection meanwhile). */
+const FOLLOW_RECHECK_MS = 60_000;
 
 export interface FeedPage {
   events: FeedEvent[];
@@ -83,6 +86,30 @@ export class FeedService {
       }
     } finally {
       listener?.stop();
+    }
+  }
+
+  /**
+   * A stream's events from `position` on, a page at a time as they are written (by any
+   * instance), until `signal` aborts or the caller stops asking. One listener for the whole
+   * stream, from before its first read: an event committed while a page is read or sent still
+   * wakes the next look.
+   */
+  async *follow(userId: string, position: number, options: { sessionId?: string | null | undefined; signal: AbortSignal }): AsyncGenerator<FeedEvent[]> {
+    const { db } = this.deps.store;
+    const listener = this.deps.wakeups.listen(`feed:${userId}`);
+    try {
+      while (!options.signal.aborted) {
+        const page = await readEvents(db, userId, position, PAGE_LIMIT.max, options.sessionId ?? null);
+        if (page.events.length > 0) {
+          position = positionOf(page.events.at(-1)!.id)!;
+          yield page.events;
+        }
+        // Looked at again after a while all the same, should a wake-up have been lost.
+        if (!page.hasMore) await listener.next(FOLLOW_RECHECK_MS, options.signal);
+      }
+    } finally {
+      listener.stop();
     }
   }
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { FEED_EVENT_TYPES, positionOf } from '../../../domain/feed-events.ts';
+import { FEED_EVENT_TYPES } from '../../../domain/feed-events.ts';
 import { PAGE_LIMIT } from '../../../domain/paging.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
@@ -8,9 +8,6 @@ import { EXAMPLE_IDS } from '../../../domain/ids.ts';
 import { COMMON_PROBLEMS, pageLimitOf, pageLimitParam, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 import type { RouteResponseHeaders } from '../openapi.ts';
 import { hangUpSignal } from '../../hang-up.ts';
-
-/** How long a stream waits for events before it looks again (the heartbeat keeps the connection meanwhile). */
-const STREAM_HOLD_MS = 60_000;
 
 const EventsQuery = z.object({
   after: z.string().optional().meta({ description: 'An event `id`: only later events (the oldest kept without it). Older than the retention: 410 `cursor_expired`.', example: 'evt_1042' }),
@@ -71,17 +68,15 @@ export function listEventsRoute(app: ApiApp, ctx: ApiContext): void {
     }
     const release = ctx.streams.open(caller.keyId);
     try {
-      let position = await ctx.feed.streamStart(caller.userId, { lastEventId: request.headers['last-event-id'], after, limit, sessionId });
+      const position = await ctx.feed.streamStart(caller.userId, { lastEventId: request.headers['last-event-id'], after, limit, sessionId });
       // A problem found so far is a plain answer; from here on the stream is open.
       reply.sse.sendHeaders();
       // Now, not with the first event or heartbeat: the client knows at once that its stream is open.
       reply.raw.flushHeaders();
-      while (!gone.aborted && reply.sse.isConnected) {
-        const page = await ctx.feed.pageAfter(caller.userId, position, PAGE_LIMIT.max, sessionId ?? null, { waitMs: STREAM_HOLD_MS, signal: gone });
-        for (const event of page.events) {
-          if (!reply.sse.isConnected) break;
+      for await (const events of ctx.feed.follow(caller.userId, position, { sessionId, signal: gone })) {
+        for (const event of events) {
+          if (!reply.sse.isConnected) return;
           await reply.sse.send({ id: event.id, event: event.type, data: event });
-          position = positionOf(event.id)!;
         }
       }
     } finally {
