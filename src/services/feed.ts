@@ -1,7 +1,8 @@
-import { type FeedEvent, positionOf } from '../domain/feed-events.ts';
+import { z } from 'zod';
+import { type FeedEvent, FeedEventSchema, positionOf } from '../domain/feed-events.ts';
 import { PAGE_LIMIT, pageLimit } from '../domain/paging.ts';
 import { Problem } from '../domain/problems.ts';
-import type { Wakeups } from '../engine/wakeups.ts';
+import type { Hold, Wakeups } from '../engine/wakeups.ts';
 import { cursorStanding, deleteEventsBefore, newestPosition, readEvents } from '../store/repos/events.ts';
 import type { Store } from '../store/store.ts';
 import { findOwnSession } from './conversations/transcripts.ts';
@@ -9,22 +10,14 @@ import { findOwnSession } from './conversations/transcripts.ts';
 /** How long a stream waits for a wake-up before it reads its feed again (its heartbeat keeps the connection meanwhile). */
 const FOLLOW_RECHECK_MS = 60_000;
 
-export interface FeedPage {
-  events: FeedEvent[];
-  has_more: boolean;
-}
+export const FeedPageSchema = z.object({ events: z.array(FeedEventSchema), has_more: z.boolean() }).meta({ id: 'EventPage' });
+export type FeedPage = z.infer<typeof FeedPageSchema>;
 
 export interface FeedDeps {
   store: Store;
   wakeups: Wakeups;
   /** How long events are kept (EVENT_RETENTION_HOURS). */
   retentionMs: number;
-}
-
-/** Where a read holds on: how long at most, and the signal that ends it early (the client left, a shutdown). */
-export interface Hold {
-  waitMs: number;
-  signal?: AbortSignal | undefined;
 }
 
 /**

@@ -7,17 +7,12 @@ import { openJobsOf, ownSessionWithStatus, statusOfSession, type SessionStatus }
 import { readLastTurns, readTranscript } from '../../store/repos/transcript.ts';
 import { prepared } from '../../store/prepared.ts';
 import type { DB, Session } from '../../store/schema.ts';
-import type { Wakeups } from '../../engine/wakeups.ts';
+import type { Hold, Wakeups } from '../../engine/wakeups.ts';
 import { awaitingCounts, awaitingIn } from '../missions/awaiting.ts';
 import type { TranscriptResult } from './schemas.ts';
 
-/** How a read of the transcript may be held until a turn newer than `after` exists (§9.1). */
-export interface TranscriptHold {
-  wakeups: Wakeups;
-  waitMs: number;
-  /** Ends the hold early: the client left, or the server is closing. */
-  signal?: AbortSignal | undefined;
-}
+/** How a read of the transcript may be held until a turn newer than `after` exists (§9.1), and what wakes it. */
+export type TranscriptHold = Hold & { wakeups: Wakeups };
 
 /** What the chat opens with: the newest page, and whether older turns exist. */
 export type LatestTranscript = TranscriptResult & { has_earlier: boolean };

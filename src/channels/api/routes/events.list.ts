@@ -1,10 +1,9 @@
 import { z } from 'zod';
-import { FEED_EVENT_TYPES } from '../../../domain/feed-events.ts';
 import { PAGE_LIMIT } from '../../../domain/paging.ts';
+import { FeedPageSchema } from '../../../services/feed.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../plugins/auth.ts';
 import { heldWait } from '../prefer-wait.ts';
-import { EXAMPLE_IDS } from '../../../domain/ids.ts';
 import { COMMON_PROBLEMS, pageLimitOf, pageLimitParam, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 import type { RouteResponseHeaders } from '../openapi.ts';
 import { hangUpSignal } from '../../hang-up.ts';
@@ -19,17 +18,6 @@ const EventsHeaders = z.object({
   prefer: z.string().optional().meta({ description: 'RFC 7240 `wait=N`: with nothing after `after`, hold the request up to N seconds (capped by the server ceiling) until an event exists.' }),
   'last-event-id': z.string().optional().meta({ description: 'Stream only: resume after this event (an EventSource sends it when it reconnects).' }),
 });
-
-export const FeedEventSchema = z.object({
-  id: z.string().meta({ description: 'Opaque; the feed\'s order is the order in which the events\' changes were committed.', example: 'evt_1043' }),
-  type: z.enum(FEED_EVENT_TYPES),
-  created_at: z.string(),
-  session_id: z.string(),
-  agent_id: z.string().meta({ example: EXAMPLE_IDS.agent }),
-  data: z.record(z.string(), z.unknown()).meta({ description: 'By type (contract §9.3): `turn.completed` `{text, ts}`, `turn.failed` `{text, ts, error}`, `turn.cancelled` `{ts}`, `action.pending` `{operation_id, kind, summary}`, `action.settled` `{operation_id, outcome}`, `question.opened` `{request_id, text, answer_type, asked_of}`, `question.answered` / `question.closed` `{request_id}`.' }),
-}).meta({ id: 'Event' });
-
-export const FeedPageSchema = z.object({ events: z.array(FeedEventSchema), has_more: z.boolean() }).meta({ id: 'EventPage' });
 
 /** §9.3 The event feed: a page as JSON (long-polled with `Prefer: wait`), or a Server-Sent Events stream. */
 export function listEventsRoute(app: ApiApp, ctx: ApiContext): void {
