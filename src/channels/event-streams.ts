@@ -1,4 +1,4 @@
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import sseModule, { type SSEPluginOptions } from '@fastify/sse';
 import { Problem } from '../domain/problems.ts';
 
@@ -13,7 +13,7 @@ export const HEARTBEAT_INTERVAL_MS = 10_000;
  * so that its route hook sees the routes of the scope it is registered in); its type declarations
  * describe an ES module whose default is that plugin.
  */
-export const fastifySse = sseModule as unknown as FastifyPluginAsync<SSEPluginOptions>;
+const fastifySse = sseModule as unknown as FastifyPluginAsync<SSEPluginOptions>;
 
 /**
  * The event streams open on this instance, by holder: a holder's eleventh is refused, and a
@@ -50,4 +50,16 @@ export class EventStreams {
   shutDown(): void {
     this.closing.abort();
   }
+}
+
+/**
+ * A channel's event streams: the SSE plugin in its scope, and the streams it holds open, which
+ * end as the server starts closing (their clients reconnect elsewhere or after the restart).
+ * `refusal`: the too_many_streams problem's detail, in the channel's words.
+ */
+export async function installEventStreams(scope: FastifyInstance, refusal: string): Promise<EventStreams> {
+  await scope.register(fastifySse, { heartbeatInterval: HEARTBEAT_INTERVAL_MS });
+  const streams = new EventStreams(refusal);
+  scope.addHook('preClose', (done) => { streams.shutDown(); done(); });
+  return streams;
 }

@@ -1,3 +1,6 @@
+import { z } from 'zod';
+import { EXAMPLE_IDS } from './ids.ts';
+
 /**
  * The event feed's vocabulary (contract §9.3): what each event type carries, and how an event's
  * id is written. An event id is `evt_` and the event's position in the feed: positions only
@@ -32,14 +35,15 @@ export type NewFeedEvent = {
 }[FeedEventType];
 
 /** An event as the feed shows it (§9.3). */
-export interface FeedEvent {
-  id: string;
-  type: FeedEventType;
-  created_at: string;
-  session_id: string;
-  agent_id: string;
-  data: FeedEventData[FeedEventType];
-}
+export const FeedEventSchema = z.object({
+  id: z.string().meta({ description: 'Opaque; the feed\'s order is the order in which the events\' changes were committed.', example: 'evt_1043' }),
+  type: z.enum(FEED_EVENT_TYPES),
+  created_at: z.string(),
+  session_id: z.string(),
+  agent_id: z.string().meta({ example: EXAMPLE_IDS.agent }),
+  data: z.record(z.string(), z.unknown()).meta({ description: 'By type (contract §9.3): `turn.completed` `{text, ts}`, `turn.failed` `{text, ts, error}`, `turn.cancelled` `{ts}`, `action.pending` `{operation_id, kind, summary}`, `action.settled` `{operation_id, outcome}`, `question.opened` `{request_id, text, answer_type, asked_of}`, `question.answered` / `question.closed` `{request_id}`.' }),
+}).meta({ id: 'Event' });
+export type FeedEvent = z.infer<typeof FeedEventSchema>;
 
 const EVENT_ID = /^evt_([1-9][0-9]{0,14})$/;
 

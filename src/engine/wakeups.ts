@@ -3,6 +3,12 @@ import type { Bus } from './bus.ts';
 /** What a held request waits on: a session's next turn (§9.1), or a person's next feed event (§9.3). */
 export type WakeupTopic = `session:${string}` | `feed:${string}`;
 
+/** How a read is held: how long at most, and the signal that ends it early (the client left, a shutdown). */
+export interface Hold {
+  waitMs: number;
+  signal?: AbortSignal | undefined;
+}
+
 /** A request's place in line for one topic, from listen() until stop(). */
 export interface WakeupListener {
   /**

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { RateLimiter } from '../../ratelimit/rate-limiter.ts';
 import type { ApiApp, ApiServices } from './context.ts';
-import { EventStreams, fastifySse, HEARTBEAT_INTERVAL_MS, MAX_STREAMS_PER_HOLDER } from '../event-streams.ts';
+import { installEventStreams, MAX_STREAMS_PER_HOLDER } from '../event-streams.ts';
 import { installKeyAuth } from '../key-auth.ts';
 import { getBodyJudge } from '../json-body.ts';
 import { listAgentsRoute } from './routes/agents.list.ts';
@@ -21,10 +21,8 @@ export { API_PREFIX } from './prefix.ts';
 export function apiChannel(services: ApiServices, rateLimiter: RateLimiter) {
   return async function register(scope: FastifyInstance): Promise<void> {
     installKeyAuth(scope, { keys: services.keys, rateLimiter, judgeGetBody: getBodyJudge(scope) });
-    await scope.register(fastifySse, { heartbeatInterval: HEARTBEAT_INTERVAL_MS });
-    const streams = new EventStreams(`This key already holds ${MAX_STREAMS_PER_HOLDER} open event streams: close one, or share one stream between readers.`);
-    // Streams and held reads end as the server starts closing: their clients reconnect elsewhere or after the restart.
-    scope.addHook('preClose', (done) => { streams.shutDown(); done(); });
+    // Its shutdown signal ends the held reads as well as the streams.
+    const streams = await installEventStreams(scope, `This key already holds ${MAX_STREAMS_PER_HOLDER} open event streams: close one, or share one stream between readers.`);
     const ctx = { ...services, streams };
     const app = scope as unknown as ApiApp;
     const routes = [

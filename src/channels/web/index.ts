@@ -15,7 +15,7 @@ import { conversationsRoutes } from './pages/conversations.ts';
 import { inboxRoutes } from './pages/inbox.ts';
 import { chatRoutes } from './pages/chat.ts';
 import { feedRoutes } from './pages/feed.ts';
-import { EventStreams, fastifySse, HEARTBEAT_INTERVAL_MS, MAX_STREAMS_PER_HOLDER } from '../event-streams.ts';
+import { installEventStreams, MAX_STREAMS_PER_HOLDER } from '../event-streams.ts';
 import { isStoreUnavailable, storeOutageFields } from '../../store/unavailable.ts';
 import { isCrossSite } from '../cross-site.ts';
 
@@ -48,11 +48,8 @@ export function webChannel(deps: Omit<WebContext, 'sealer' | 'streams'>) {
       ...deps,
       // What one instance seals, another may open: its expiry is by the clock they share.
       sealer: new Sealer({ key: await deps.services.webSessions.sealingKey(), now: () => deps.clock.now() }),
-      streams: new EventStreams(`You already have ${MAX_STREAMS_PER_HOLDER} pages following your conversations: close one.`),
+      streams: await installEventStreams(scope, `You already have ${MAX_STREAMS_PER_HOLDER} pages following your conversations: close one.`),
     };
-    await scope.register(fastifySse, { heartbeatInterval: HEARTBEAT_INTERVAL_MS });
-    // The pages' feed streams end as the server starts closing: their EventSources reconnect elsewhere or after the restart.
-    scope.addHook('preClose', (done) => { ctx.streams.shutDown(); done(); });
     await scope.register(cookie);
     // Room for the longest chat message the server accepts: 32,000 characters of up to 4 bytes,
     // percent-encoded (3 characters a byte), plus the other fields.

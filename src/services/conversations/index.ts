@@ -1,3 +1,4 @@
+import type { Hold } from '../../engine/wakeups.ts';
 import type { Session } from '../../store/schema.ts';
 import type { SendResult, TranscriptResult } from './schemas.ts';
 import { type InboundMessage, MessagePipeline, type SendingDeps } from './sending.ts';
@@ -37,7 +38,7 @@ export class ConversationsService {
    */
   transcript(
     userId: string, sessionId: string, options: { after?: string | undefined; limit?: number | undefined } = {},
-    hold?: { waitMs: number; signal?: AbortSignal | undefined },
+    hold?: Hold,
   ): Promise<TranscriptResult> {
     return transcript(this.deps.store.db, userId, sessionId, options, hold ? { ...hold, wakeups: this.deps.engine.wakeups } : null);
   }

@@ -221,8 +221,10 @@ export class MessagePipeline {
     const settled = await state;
     if (settled.job.status === 'failed') {
       // message_ts too, so that the transcript can be read from the message on (`?after=`).
-      const { message_ts } = await this.sendResultOf(settled, messageTs);
-      throw new Problem('agent_failed', 'The agent could not process the message.', { session_id: settled.job.session_id, message_ts });
+      const { job } = settled;
+      const message = messageTs !== null || job.user_turn_id === null ? undefined
+        : await this.deps.store.db.selectFrom('turns').select('ts').where('id', '=', job.user_turn_id).executeTakeFirst();
+      throw new Problem('agent_failed', 'The agent could not process the message.', { session_id: job.session_id, message_ts: messageTs ?? message?.ts ?? '' });
     }
     return this.sendResultOf(settled, messageTs);
   }
@@ -242,7 +244,7 @@ export class MessagePipeline {
       ids.length ? db.selectFrom('turns').select(['id', 'text', 'ts', 'error']).where('id', 'in', ids).execute() : [],
       // The database away: a message accepted is still answered (202, as it stands); the
       // transcript says what waits once the database is back.
-      awaitingIn(db, job.session_id).catch((error: unknown) => {
+      awaitingIn(db, job.user_id, job.session_id).catch((error: unknown) => {
         if (isStoreUnavailable(error)) return [];
         throw error;
       }),
@@ -252,16 +254,16 @@ export class MessagePipeline {
       ? reply ?? turns.find((t) => Number(t.id) === job.reply_turn_id)
       : undefined;
     const status: SendStatus = finished ? 'completed' : job.status === 'running' ? 'processing' : 'queued';
+    // A failure's from the job, not the turn (one whose session was gone has no error turn to
+    // read); a cancelled message's is its `Cancelled.` turn's (§9.4).
+    const error = job.status === 'failed' ? replyTurn?.error ?? 'agent_failed' : replyTurn?.error;
     return {
       session_id: job.session_id,
       status,
       agent_id: job.agent_id,
       message_ts: messageTs,
       ...(replyTurn ? { reply: replyTurn.text, reply_ts: replyTurn.ts } : {}),
-      // From the job, not the turn: a failure whose session was gone has no error turn to read.
-      ...(job.status === 'failed' ? { error: replyTurn?.error ?? 'agent_failed' } : {}),
-      // A cancelled message is answered by its `Cancelled.` turn, error and all (§9.4).
-      ...(job.status === 'done' && replyTurn?.error ? { error: replyTurn.error } : {}),
+      ...(error ? { error } : {}),
       awaiting,
     };
   }

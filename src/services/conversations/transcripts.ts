@@ -7,17 +7,12 @@ import { openJobsOf, ownSessionWithStatus, statusOfSession, type SessionStatus }
 import { readLastTurns, readTranscript } from '../../store/repos/transcript.ts';
 import { prepared } from '../../store/prepared.ts';
 import type { DB, Session } from '../../store/schema.ts';
-import type { Wakeups } from '../../engine/wakeups.ts';
+import type { Hold, Wakeups } from '../../engine/wakeups.ts';
 import { awaitingCounts, awaitingIn } from '../missions/awaiting.ts';
 import type { TranscriptResult } from './schemas.ts';
 
-/** How a read of the transcript may be held until a turn newer than `after` exists (§9.1). */
-export interface TranscriptHold {
-  wakeups: Wakeups;
-  waitMs: number;
-  /** Ends the hold early: the client left, or the server is closing. */
-  signal?: AbortSignal | undefined;
-}
+/** How a read of the transcript may be held until a turn newer than `after` exists (§9.1), and what wakes it. */
+export type TranscriptHold = Hold & { wakeups: Wakeups };
 
 /** What the chat opens with: the newest page, and whether older turns exist. */
 export type LatestTranscript = TranscriptResult & { has_earlier: boolean };
@@ -64,7 +59,7 @@ export async function transcript(
     for (let holdOver = !listener; ; ) {
       const { session, status, page } = await readPage(db, userId, sessionId, 'after', options.after, options.limit, readTranscript);
       if (page.messages.length > 0 || holdOver) {
-        return { session_id: session.id, agent_id: session.agent_id, status, messages: page.messages, has_more: page.hasMore, awaiting: await awaitingIn(db, session.id) };
+        return { session_id: session.id, agent_id: session.agent_id, status, messages: page.messages, has_more: page.hasMore, awaiting: await awaitingIn(db, userId, session.id) };
       }
       holdOver = !(await listener!.next(deadline - Date.now(), hold!.signal));
     }
@@ -83,7 +78,7 @@ export async function latestTranscript(
   const { session, status, page } = await readPage(db, userId, sessionId, 'before', options.before, options.limit, readLastTurns);
   return {
     session_id: session.id, agent_id: session.agent_id, status, messages: page.messages, has_more: options.before !== undefined,
-    has_earlier: page.hasMore, awaiting: await awaitingIn(db, session.id),
+    has_earlier: page.hasMore, awaiting: await awaitingIn(db, userId, session.id),
   };
 }
 
@@ -141,7 +136,7 @@ export async function listSessionsPage(
   const [latest, awaiting] = await Promise.all([
     page.length === 0 ? [] : db.selectFrom('turns').select(['session_id', 'role', 'text'])
       .where((eb) => eb.or(page.map((r) => eb.and([eb('session_id', '=', r.id), eb('ts', '=', r.activity)])))).execute(),
-    awaitingCounts(db, page.map((r) => r.id)),
+    awaitingCounts(db, userId, page.map((r) => r.id)),
   ]);
   const latestBySession = new Map(latest.map((turn) => [turn.session_id, { role: turn.role, text: turn.text }]));
   const last = page.at(-1);

@@ -1,46 +1,54 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { prepared } from '../../store/prepared.ts';
 import type { DB } from '../../store/schema.ts';
-import { LIVE_MISSION } from './lifecycle.ts';
+import { openQuestionsFor, pendingActionsOf } from './lists.ts';
 import type { AwaitingItem } from './schemas.ts';
 
+/**
+ * The items of the caller's lists (§5, §6) in some sessions, as one UNION ALL of the lists' own
+ * queries, while the caller is still a member of the agent's workspace: the lists close the
+ * missions of someone who left before they read, which a read with every send cannot afford, and
+ * what those missions wait on can no longer be settled by that person.
+ */
+function awaitingItems(db: Kysely<DB>, userId: string, sessionIds: string | readonly string[]) {
+  const stillMember = (agentId: 'actions.agent_id' | 'questions.agent_id') => sql<boolean>`exists (select 1 from agents
+    inner join memberships on memberships.workspace_id = agents.workspace_id
+    where agents.id = ${sql.ref(agentId)} and memberships.user_id = ${userId})`;
+  return pendingActionsOf(db, userId, sessionIds)
+    .select((eb) => [
+      sql<'action' | 'question'>`'action'`.as('type'), 'actions.id as id', 'actions.session_id as session_id', eb.ref('actions.kind').$castTo<string | null>().as('kind'),
+      'actions.summary as text', sql<string | null>`null`.as('answer_type'), 'actions.created_at as created_at',
+    ])
+    .where(stillMember('actions.agent_id'))
+    .unionAll(openQuestionsFor(db, userId, sessionIds)
+      .select((eb) => [
+        sql<'action' | 'question'>`'question'`.as('type'), 'questions.id as id', 'questions.session_id as session_id', sql<string | null>`null`.as('kind'),
+        'questions.text as text', eb.ref('questions.answer_type').$castTo<string | null>().as('answer_type'), 'questions.created_at as created_at',
+      ])
+      .where(stillMember('questions.agent_id')));
+}
+
 // Read with every send result and transcript page: built once (see store/prepared.ts).
-const pendingActionsOf = prepared((db, sessionId: string) => db.selectFrom('actions').innerJoin('missions', 'missions.id', 'actions.mission_id')
-  .select(['actions.id', 'actions.kind', 'actions.summary', 'actions.created_at'])
-  .where('actions.session_id', '=', sessionId).where('actions.status', '=', 'pending').where('missions.status', 'in', LIVE_MISSION));
-const openQuestionsOf = prepared((db, sessionId: string) => db.selectFrom('questions').innerJoin('missions', 'missions.id', 'questions.mission_id')
-  .select(['questions.id', 'questions.text', 'questions.answer_type', 'questions.created_at'])
-  .where('questions.session_id', '=', sessionId).where('questions.status', '=', 'open').where('missions.status', 'in', LIVE_MISSION));
+const awaitingRows = prepared((db, userId: string, sessionId: string) => awaitingItems(db, userId, sessionId)
+  .orderBy('created_at').orderBy('id'));
 
 /**
- * What the agent waits for in a session (§9.2): its live missions' pending actions and open
- * questions, oldest first. Only the session's owner reads it (with the send result or the
- * transcript), and the owner may settle all of them.
+ * What the agent waits for in a session (§9.2): the session's open pending actions and open
+ * questions that the caller can settle (those the caller's lists give), oldest first.
  */
-export async function awaitingIn(db: Kysely<DB>, sessionId: string): Promise<AwaitingItem[]> {
-  const [actions, questions] = await Promise.all([pendingActionsOf(db, sessionId), openQuestionsOf(db, sessionId)]);
-  const items = [
-    ...actions.map((a) => ({ at: a.created_at, id: a.id, item: { type: 'action' as const, operation_id: a.id, kind: a.kind, summary: a.summary } })),
-    ...questions.map((q) => ({ at: q.created_at, id: q.id, item: { type: 'question' as const, request_id: q.id, text: q.text, answer_type: q.answer_type } })),
-  ];
-  items.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.id < b.id ? -1 : 1));
-  return items.map((entry) => entry.item);
+export async function awaitingIn(db: Kysely<DB>, userId: string, sessionId: string): Promise<AwaitingItem[]> {
+  return (await awaitingRows(db, userId, sessionId)).map((row) => (row.type === 'action'
+    ? { type: 'action', operation_id: row.id, kind: row.kind!, summary: row.text }
+    : { type: 'question', request_id: row.id, text: row.text, answer_type: row.answer_type! }));
 }
 
 /**
  * How many items the agent waits for in each of `sessionIds` (what awaitingIn would list,
  * counted; a session with none is left out): one query for a whole page of sessions.
  */
-export async function awaitingCounts(db: Kysely<DB>, sessionIds: readonly string[]): Promise<Map<string, number>> {
+export async function awaitingCounts(db: Kysely<DB>, userId: string, sessionIds: readonly string[]): Promise<Map<string, number>> {
   if (sessionIds.length === 0) return new Map();
-  const rows = await db.selectFrom('actions').innerJoin('missions', 'missions.id', 'actions.mission_id')
-    .select('actions.session_id as session_id')
-    .where('actions.session_id', 'in', sessionIds).where('actions.status', '=', 'pending').where('missions.status', 'in', LIVE_MISSION)
-    .unionAll(db.selectFrom('questions').innerJoin('missions', 'missions.id', 'questions.mission_id')
-      .select('questions.session_id as session_id')
-      .where('questions.session_id', 'in', sessionIds).where('questions.status', '=', 'open').where('missions.status', 'in', LIVE_MISSION))
-    .execute();
   const counts = new Map<string, number>();
-  for (const row of rows) counts.set(row.session_id, (counts.get(row.session_id) ?? 0) + 1);
+  for (const row of await awaitingItems(db, userId, sessionIds).execute()) counts.set(row.session_id, (counts.get(row.session_id) ?? 0) + 1);
   return counts;
 }

@@ -100,24 +100,19 @@ export async function closeOrphanedMissions(deps: MissionsDeps, scope: { mission
     .execute();
   if (orphans.length === 0) return 0;
   const ids = orphans.map((o) => o.id);
-  return deps.engine.transact(async (tx) => {
-    await closeWaitingItems(tx, deps.store.dialect, ids, 'closed');
-    const closed = await tx.db.updateTable('missions').set({ status: 'closed', updated_at: localIsoNow() })
-      .where('id', 'in', ids).where('status', 'in', LIVE_MISSION).executeTakeFirst();
-    return Number(closed.numUpdatedRows);
-  });
+  return deps.engine.transact((tx) => closeMissions(tx, deps.store.dialect, ids, 'closed'));
 }
 
 /**
- * Closes what the missions wait on: their pending and approved actions and their open
- * questions (an action already executing is left to finish), as `closed` (nobody can settle
- * them any more: to whoever tries, they are not found) or `cancelled` (their session was
- * cancelled: they were settled, by the cancel). A pending action is told as settled
- * (`cancelled`), a question as closed. Actions, then questions: the order every settling
- * transaction locks in; the missions themselves are the caller's to close next.
+ * Closes these missions, those still live, with what they wait on: their pending and approved
+ * actions and their open questions (an action already executing is left to finish), as `closed`
+ * (nobody can settle them any more: to whoever tries, they are not found) or `cancelled` (their
+ * session was cancelled: they were settled, by the cancel). A pending action is told as settled
+ * (`cancelled`), a question as closed. Actions, then questions, then the missions: the order
+ * every settling transaction locks in. Returns how many missions closed.
  */
-export async function closeWaitingItems(tx: UnitOfWork, dialect: Dialect, missionIds: string[], status: 'closed' | 'cancelled'): Promise<void> {
-  if (missionIds.length === 0) return;
+export async function closeMissions(tx: UnitOfWork, dialect: Dialect, missionIds: string[], status: 'closed' | 'cancelled'): Promise<number> {
+  if (missionIds.length === 0) return 0;
   const closable = await tx.db.selectFrom('actions').select('id')
     .where('mission_id', 'in', missionIds).where('status', 'in', ['pending', 'approved']).execute();
   await lockActionsInIdOrder(tx.db, dialect, closable.map((a) => a.id));
@@ -141,6 +136,9 @@ export async function closeWaitingItems(tx: UnitOfWork, dialect: Dialect, missio
       recipients: [question.owner_user_id, question.asked_of], data: { request_id: question.id },
     });
   }
+  const closed = await tx.db.updateTable('missions').set({ status: 'closed', updated_at: localIsoNow() })
+    .where('id', 'in', missionIds).where('status', 'in', LIVE_MISSION).executeTakeFirst();
+  return Number(closed.numUpdatedRows);
 }
 
 /** Whether the mission was orphaned, and is closed now. */

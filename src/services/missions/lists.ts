@@ -1,4 +1,4 @@
-import { type ExpressionBuilder, sql } from 'kysely';
+import { type ExpressionBuilder, type Kysely, sql } from 'kysely';
 import { looksLikeId } from '../../domain/ids.ts';
 import { pageLimit } from '../../domain/paging.ts';
 import { Problem } from '../../domain/problems.ts';
@@ -26,7 +26,7 @@ interface ListPosition {
  * action of the page before (settled since or not).
  */
 export async function listActions(deps: MissionsDeps, userId: string, options: ListOptions = {}): Promise<PendingActionList> {
-  const { items, has_more } = await listPage(deps, 'actions', userId, options, (position, take) => pendingActionsOf(deps, userId, options.sessionId)
+  const { items, has_more } = await listPage(deps, 'actions', userId, options, (position, take) => pendingActionsOf(deps.store.db, userId, options.sessionId)
     .selectAll('actions')
     .$if(position !== undefined, (q) => q.where(laterThan('actions', position!)))
     .orderBy('actions.created_at').orderBy('actions.id')
@@ -40,7 +40,7 @@ export async function listActions(deps: MissionsDeps, userId: string, options: L
  * session, if given), oldest first: all of them, or a page at a time (`limit`, `after`: as for listActions).
  */
 export async function listQuestions(deps: MissionsDeps, userId: string, options: ListOptions = {}): Promise<OpenQuestionList> {
-  const { items, has_more } = await listPage(deps, 'questions', userId, options, (position, take) => openQuestionsFor(deps, userId, options.sessionId)
+  const { items, has_more } = await listPage(deps, 'questions', userId, options, (position, take) => openQuestionsFor(deps.store.db, userId, options.sessionId)
     .selectAll('questions')
     .$if(position !== undefined, (q) => q.where(laterThan('questions', position!)))
     .orderBy('questions.created_at').orderBy('questions.id')
@@ -56,8 +56,8 @@ export async function countWaiting(
   if (options.sessionId !== undefined && !looksLikeId('session', options.sessionId)) return { actions: 0, questions: 0 };
   await closeOrphanedMissions(deps, { involving: userId });
   const [actions, questions] = await Promise.all([
-    pendingActionsOf(deps, userId, options.sessionId).select((eb) => eb.fn.countAll<number | string>().as('n')).executeTakeFirstOrThrow(),
-    openQuestionsFor(deps, userId, options.sessionId).select((eb) => eb.fn.countAll<number | string>().as('n')).executeTakeFirstOrThrow(),
+    pendingActionsOf(deps.store.db, userId, options.sessionId).select((eb) => eb.fn.countAll<number | string>().as('n')).executeTakeFirstOrThrow(),
+    openQuestionsFor(deps.store.db, userId, options.sessionId).select((eb) => eb.fn.countAll<number | string>().as('n')).executeTakeFirstOrThrow(),
   ]);
   return { actions: Number(actions.n), questions: Number(questions.n) }; // PostgreSQL counts as bigint, a string
 }
@@ -79,19 +79,25 @@ async function listPage<R>(deps: MissionsDeps, table: 'actions' | 'questions', u
   return { items: rows.slice(0, limit), has_more: limit !== undefined && rows.length > limit };
 }
 
-/** The actions waiting for the caller's permission: pending, on a live mission the caller owns. */
-function pendingActionsOf(deps: MissionsDeps, userId: string, sessionId: string | undefined) {
-  return deps.store.db.selectFrom('actions')
+/**
+ * The actions waiting for the caller's permission: pending, on a live mission the caller owns
+ * (in one session, or in any of several, if given).
+ */
+export function pendingActionsOf(db: Kysely<DB>, userId: string, sessionId: string | readonly string[] | undefined) {
+  return db.selectFrom('actions')
     .innerJoin('missions', 'missions.id', 'actions.mission_id')
     .where('actions.owner_user_id', '=', userId)
     .where('actions.status', '=', 'pending')
     .where('missions.status', 'in', LIVE_MISSION)
-    .$if(sessionId !== undefined, (q) => q.where('actions.session_id', '=', sessionId!));
+    .$if(sessionId !== undefined, (q) => q.where('actions.session_id', typeof sessionId === 'string' ? '=' : 'in', sessionId!));
 }
 
-/** The questions open to the caller: put to them (while still in the agent's workspace), or on a live mission they own. */
-function openQuestionsFor(deps: MissionsDeps, userId: string, sessionId: string | undefined) {
-  return deps.store.db.selectFrom('questions')
+/**
+ * The questions open to the caller: put to them (while still in the agent's workspace), or on a
+ * live mission they own (in one session, or in any of several, if given).
+ */
+export function openQuestionsFor(db: Kysely<DB>, userId: string, sessionId: string | readonly string[] | undefined) {
+  return db.selectFrom('questions')
     .innerJoin('missions', 'missions.id', 'questions.mission_id')
     .innerJoin('agents', 'agents.id', 'questions.agent_id')
     // The person asked sees it only while still a member of the agent's workspace.
@@ -107,7 +113,7 @@ function openQuestionsFor(deps: MissionsDeps, userId: string, sessionId: string 
       ]),
       eb.or([eb('questions.owner_user_id', '=', userId), eb('asked.user_id', 'is not', null)]),
     ]))
-    .$if(sessionId !== undefined, (q) => q.where('questions.session_id', '=', sessionId!));
+    .$if(sessionId !== undefined, (q) => q.where('questions.session_id', typeof sessionId === 'string' ? '=' : 'in', sessionId!));
 }
 
 /**

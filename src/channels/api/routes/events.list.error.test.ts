@@ -45,6 +45,17 @@ test('a session_id that is missing or malformed → 404 session_not_found', asyn
   }
 });
 
+test('checked in the transcript\'s order: limit and the form of after (422) before the session (404)', async () => {
+  const u = await t.userWithAgent();
+  const missing = 'session_id=ses_0000000000000000000000';
+  for (const [query, path] of [[`after=nonsense&${missing}`, 'after'], [`limit=0&${missing}`, 'limit'], [`limit=0&after=nonsense`, 'limit']] as const) {
+    const res = await readEvents(t, u, query);
+    assert.equal(res.statusCode, 422, query);
+    assert.deepEqual(res.json().errors.map((e: { path: string }) => e.path), [path], query);
+  }
+  assert.equal((await readEvents(t, u, `after=evt_1&${missing}`)).statusCode, 404, 'a well-formed cursor: the session is looked at first');
+});
+
 test('an after older than the oldest event kept → 410 cursor_expired; a kept one still pages', async () => {
   await withTestApp(async (app) => {
     const u = await app.userWithAgent();

@@ -1,16 +1,12 @@
 import { z } from 'zod';
-import { FEED_EVENT_TYPES, positionOf } from '../../../domain/feed-events.ts';
 import { PAGE_LIMIT } from '../../../domain/paging.ts';
+import { FeedPageSchema } from '../../../services/feed.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
 import { callerOf } from '../../key-auth.ts';
 import { heldWait } from '../prefer-wait.ts';
-import { EXAMPLE_IDS } from '../../../domain/ids.ts';
 import { COMMON_PROBLEMS, pageLimitOf, pageLimitParam, problemResponse, UNWANTED_BODY_PROBLEMS } from '../schemas.ts';
 import type { RouteResponseHeaders } from '../openapi.ts';
 import { hangUpSignal } from '../../hang-up.ts';
-
-/** How long a stream waits for events before it looks again (the heartbeat keeps the connection meanwhile). */
-const STREAM_HOLD_MS = 60_000;
 
 const EventsQuery = z.object({
   after: z.string().optional().meta({ description: 'An event `id`: only later events (the oldest kept without it). Older than the retention: 410 `cursor_expired`.', example: 'evt_1042' }),
@@ -22,17 +18,6 @@ const EventsHeaders = z.object({
   prefer: z.string().optional().meta({ description: 'RFC 7240 `wait=N`: with nothing after `after`, hold the request up to N seconds (capped by the server ceiling) until an event exists.' }),
   'last-event-id': z.string().optional().meta({ description: 'Stream only: resume after this event (an EventSource sends it when it reconnects).' }),
 });
-
-export const FeedEventSchema = z.object({
-  id: z.string().meta({ description: 'Opaque; the feed\'s order is the order in which the events\' changes were committed.', example: 'evt_1043' }),
-  type: z.enum(FEED_EVENT_TYPES),
-  created_at: z.string(),
-  session_id: z.string(),
-  agent_id: z.string().meta({ example: EXAMPLE_IDS.agent }),
-  data: z.record(z.string(), z.unknown()).meta({ description: 'By type (contract §9.3): `turn.completed` `{text, ts}`, `turn.failed` `{text, ts, error}`, `turn.cancelled` `{ts}`, `action.pending` `{operation_id, kind, summary}`, `action.settled` `{operation_id, outcome}`, `question.opened` `{request_id, text, answer_type, asked_of}`, `question.answered` / `question.closed` `{request_id}`.' }),
-}).meta({ id: 'Event' });
-
-export const FeedPageSchema = z.object({ events: z.array(FeedEventSchema), has_more: z.boolean() }).meta({ id: 'EventPage' });
 
 /** §9.3 The event feed: a page as JSON (long-polled with `Prefer: wait`), or a Server-Sent Events stream. */
 export function listEventsRoute(app: ApiApp, ctx: ApiContext): void {
@@ -71,17 +56,15 @@ export function listEventsRoute(app: ApiApp, ctx: ApiContext): void {
     }
     const release = ctx.streams.open(caller.keyId);
     try {
-      let position = await ctx.feed.streamStart(caller.userId, { lastEventId: request.headers['last-event-id'], after, sessionId });
+      const position = await ctx.feed.streamStart(caller.userId, { lastEventId: request.headers['last-event-id'], after, limit, sessionId });
       // A problem found so far is a plain answer; from here on the stream is open.
       reply.sse.sendHeaders();
       // Now, not with the first event or heartbeat: the client knows at once that its stream is open.
       reply.raw.flushHeaders();
-      while (!gone.aborted && reply.sse.isConnected) {
-        const page = await ctx.feed.pageAfter(caller.userId, position, PAGE_LIMIT.max, sessionId ?? null, { waitMs: STREAM_HOLD_MS, signal: gone });
-        for (const event of page.events) {
-          if (!reply.sse.isConnected) break;
+      for await (const events of ctx.feed.follow(caller.userId, position, { sessionId, signal: gone })) {
+        for (const event of events) {
+          if (!reply.sse.isConnected) return;
           await reply.sse.send({ id: event.id, event: event.type, data: event });
-          position = positionOf(event.id)!;
         }
       }
     } finally {

@@ -244,6 +244,25 @@ test('Last-Event-ID or `after` older than the oldest event kept: 410 cursor_expi
   (await stream(u.key, { lastEventId: kept.id })).close();
 });
 
+test('a stream is refused for what the JSON feed refuses: limit outside 1–200 (422), a malformed cursor (422) before a session that is not the caller\'s (404)', async () => {
+  const u = await proUser();
+  for (const query of ['?limit=0', '?limit=201', '?limit=abc']) {
+    const bad = await refused(u.key, { query });
+    assert.equal(bad.response.status, 422, query);
+    assert.deepEqual(bad.body.errors.map((e: { path: string }) => e.path), ['limit'], query);
+  }
+  const missing = 'ses_0000000000000000000000';
+  for (const options of [{ query: `?after=nonsense&session_id=${missing}` }, { lastEventId: 'nonsense', query: `?session_id=${missing}` }]) {
+    const bad = await refused(u.key, options);
+    assert.equal(bad.response.status, 422, JSON.stringify(options));
+    assert.equal(bad.body.code, 'validation_failed');
+  }
+  const notFound = await refused(u.key, { query: `?session_id=${missing}` });
+  assert.equal(notFound.response.status, 404);
+  assert.equal(notFound.body.code, 'session_not_found');
+  (await stream(u.key, { query: '?limit=200' })).close();
+});
+
 test('a stream counts once against the rate limit, whatever it carries', { timeout: 30_000 }, async () => {
   const u = await t.userWithAgent({ plan: 'pro', rateLimit: 5 });
   // Events are written with another key, so that only the stream counts against this one.

@@ -96,3 +96,18 @@ test('cancelling the session empties awaiting', async () => {
   assert.deepEqual(await awaitingOf(u, action.sessionId), []);
   assert.deepEqual((await send(t, u, { text: unique('after the cancel'), session_id: action.sessionId })).json().awaiting, []);
 });
+
+test('awaiting lists only what the caller can settle: nothing once the caller has left the agent\'s workspace', async () => {
+  const owner = await t.userWithAgent();
+  const member = await memberOfOwnersWorkspace(t, owner);
+  const target = { agentId: owner.agentId };
+  const action = await draftAction(t, member, 'email', unique('Sent by a member'), target);
+  const question = await askQuestion(t, member, 'text', unique('A member\'s question?'), { target: action.sessionId });
+  const ids = (items: Array<{ operation_id?: string; request_id?: string }>) => items.map((item) => item.operation_id ?? item.request_id);
+  assert.deepEqual(ids(await awaitingOf(member, action.sessionId)), [action.operationId, question.requestId]);
+  await t.runtime.services.accounts.removeMember({ workspaceId: member.workspaceId, email: member.email });
+  // The transcript stays the caller's to read, but what waits in it is no longer theirs to settle.
+  assert.deepEqual(await awaitingOf(member, action.sessionId), []);
+  assert.equal((await decideOne(t, member, { operation_id: action.operationId, decision: 'approve' })).error.code, 'not_found');
+  assert.equal((await answerOne(t, member, question.requestId, 'too late')).error.code, 'not_found');
+});

@@ -8,7 +8,7 @@ import { BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
 import type { RouteResponseHeaders } from '../openapi.ts';
 import { hangUpSignal } from '../../hang-up.ts';
 import { sentMoreThanOnce } from '../../repeated-header.ts';
-import { preferredWaitSeconds } from '../prefer-wait.ts';
+import { heldWait } from '../prefer-wait.ts';
 
 const SendHeaders = z.object({
   'idempotency-key': z.string().min(1).max(255).optional().meta({
@@ -51,11 +51,9 @@ export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {
     if (sentMoreThanOnce(request.raw.rawHeaders, 'idempotency-key')) {
       throw Problem.validation([{ path: 'idempotency-key', message: 'must be sent once' }]);
     }
-    // delta-seconds (RFC 7240): the wait is capped at the ceiling (which may be under a second);
-    // Preference-Applied reports it in whole seconds, on every outcome of the send, 502 included.
-    const wanted = preferredWaitSeconds(request.headers.prefer);
-    const waitMs = wanted === undefined ? undefined : Math.min(wanted * 1000, ctx.conversations.waitCeilingMs);
-    if (waitMs !== undefined) reply.header('Preference-Applied', `wait=${Math.floor(waitMs / 1000)}`);
+    // Preference-Applied on every outcome of the send, 502 included.
+    const hold = heldWait(request.headers.prefer, ctx.conversations.waitCeilingMs);
+    if (hold) reply.header('Preference-Applied', hold.applied);
     let result;
     try {
       result = await ctx.conversations.submit({
@@ -65,7 +63,7 @@ export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {
         sessionId: request.body.session_id,
         agentId: request.body.agent_id,
         idempotencyKey: request.headers['idempotency-key'],
-        waitMs,
+        waitMs: hold?.waitMs,
         // A client that hangs up stops the wait (its message stays accepted and is answered).
         signal: hangUpSignal(request, reply),
       });

@@ -1,12 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { positionOf } from '../../../domain/feed-events.ts';
-import { PAGE_LIMIT } from '../../../domain/paging.ts';
 import { hangUpSignal } from '../../hang-up.ts';
 import type { WebContext } from '../context.ts';
 import { SESSION_COOKIE } from '../cookies.ts';
-
-/** How long the stream waits for events before it looks again (the heartbeat keeps the connection meanwhile). */
-const STREAM_HOLD_MS = 60_000;
 
 /**
  * The signed-in person's event feed (contract §9.3) as Server-Sent Events, for the pages' script
@@ -27,21 +22,18 @@ export function feedRoutes(app: FastifyInstance, ctx: WebContext): void {
     const release = ctx.streams.open(userId);
     try {
       const gone = AbortSignal.any([hangUpSignal(request, reply), ctx.streams.shutdownSignal]);
-      let position = await ctx.services.feed.streamStart(userId, {});
+      const position = await ctx.services.feed.streamStart(userId, {});
       reply.sse.sendHeaders();
       reply.raw.flushHeaders(); // now, not with the first event or heartbeat: the page reads once it is open
-      while (!gone.aborted && reply.sse.isConnected) {
-        const page = await ctx.services.feed.pageAfter(userId, position, PAGE_LIMIT.max, null, { waitMs: STREAM_HOLD_MS, signal: gone });
-        if (page.events.length === 0) continue;
+      for await (const events of ctx.services.feed.follow(userId, position, { signal: gone })) {
         // Logged out (here or in another tab) or timed out since the stream opened: nothing more
         // goes to this browser. Looked at only when there is something to send, so that an idle
         // tab left open does not keep its session alive.
         const still = await ctx.services.webSessions.resolve(request.cookies[SESSION_COOKIE]);
-        if (still?.userId !== userId) break;
-        for (const event of page.events) {
-          if (!reply.sse.isConnected) break;
+        if (still?.userId !== userId) return;
+        for (const event of events) {
+          if (!reply.sse.isConnected) return;
           await reply.sse.send({ data: event });
-          position = positionOf(event.id)!;
         }
       }
     } finally {
