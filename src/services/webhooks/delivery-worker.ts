@@ -39,7 +39,8 @@ export class DeliveryWorker {
   private readonly attempts = new Set<Promise<void>>();
   private readonly observers = new Set<DeliveryObserver>();
   private readonly abort = new AbortController();
-  private readonly leaseMs = DELIVERY_TIMEOUT_MS * 3;
+  // Longer than an attempt can take (its timeout), so that a lease never runs out under an attempt still going.
+  private readonly leaseMs = DELIVERY_TIMEOUT_MS + 5_000;
   private claims = 0;
   private running = false;
   private round: Promise<void> = Promise.resolve();
