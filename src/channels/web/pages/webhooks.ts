@@ -8,7 +8,7 @@ import { authed, errorPage, formValue, render, type WebContext } from '../contex
 import { FLASH_WEBHOOK_COOKIE } from '../cookies.ts';
 import { setFlash, takeFlash, type Flash } from '../flash.ts';
 import { html, type SafeHtml } from '../html.ts';
-import { badge, csrfField, field, notice, time, type FieldErrors } from '../layout.ts';
+import { csrfField, field, notice, time, type FieldErrors } from '../layout.ts';
 import { accountHeader } from './keys.ts';
 
 const WEBHOOKS_PATH = '/account/webhooks';
@@ -85,7 +85,8 @@ function notFound(request: FastifyRequest, reply: FastifyReply) {
   return errorPage(request, reply, 404, 'Webhook endpoint not found', 'You have no webhook endpoint with this id.');
 }
 
-const statusBadge = (endpoint: EndpointView): SafeHtml => badge(endpoint.status === 'enabled' ? 'active' : 'inactive');
+// Styled as keys' active and inactive badges are, worded as the CLI says it.
+const statusBadge = (endpoint: EndpointView): SafeHtml => html`<span class="badge badge-${endpoint.status === 'enabled' ? 'active' : 'inactive'}">${endpoint.status}</span>`;
 
 async function listPage(ctx: WebContext, request: FastifyRequest, reply: FastifyReply, session: WebSession, state: {
   created: { id: string; secret: string } | null; url: string; events: string[]; errors: FieldErrors; status?: number;
@@ -110,8 +111,8 @@ async function listPage(ctx: WebContext, request: FastifyRequest, reply: Fastify
         <h2 id="add-h">Add an endpoint</h2>
         <form method="post" action="${WEBHOOKS_PATH}" novalidate>
           ${csrfField(request.csrfToken)}
-          ${field({ name: 'url', label: 'URL', type: 'url', value: state.url, required: true, error: errors.url,
-            hint: allowPrivate ? 'Where each event is POSTed.' : 'Where each event is POSTed: an https:// URL on a public address.', attrs: html`maxlength="2048"` })}
+          ${field({ name: 'url', label: 'URL', value: state.url, required: true, error: errors.url,
+            hint: allowPrivate ? 'Where each event is POSTed.' : 'Where each event is POSTed: an https:// URL on a public address.', attrs: html`maxlength="2048" inputmode="url" autocomplete="off" spellcheck="false"` })}
           <fieldset class="field${errors.events ? ' has-error' : ''}"><legend>Events <span class="muted">(none ticked: every type)</span></legend>
             ${FEED_EVENT_TYPES.map((type) => html`<label class="check"><input type="checkbox" name="events" value="${type}"${state.events.includes(type) ? html` checked` : ''}> <code>${type}</code></label> `)}
             ${errors.events ? html`<p class="error">${errors.events}</p>` : ''}
