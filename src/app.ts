@@ -177,6 +177,8 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     // A scrape is answered even while the database is frozen: the count is left out then.
     openJobs: () => answerWithin(engine.openJobs(), READY_WITHIN_MS),
     observeTurns: (observer) => engine.observe(observer),
+    observeWebhooks: (observer) => runtime.webhookDeliveries.observe(observer),
+    webhookBacklog: () => answerWithin(runtime.services.webhooks.backlog(), READY_WITHIN_MS),
   });
   app.addHook('onResponse', async (request, reply) => {
     const socket = request.raw.socket as CountedSocket; // this answer is written out (see MAX_PIPELINED_REQUESTS)

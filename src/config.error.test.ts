@@ -162,3 +162,20 @@ test('EVENT_RETENTION_HOURS: a week unless set, from 1 hour to a year; anything 
       new RegExp(`^Error: EVENT_RETENTION_HOURS must be an integer between 1 and 8760 \\(got "${bad.replace('.', '\\.')}"\\)$`), bad);
   }
 });
+
+test('WEBHOOK_RETRY_SCHEDULE: 5s,30s,2m,10m,1h,3h,6h,12h unless set; 1 to 20 pauses in ms, s, m or h of at most a day; anything else is refused', () => {
+  assert.deepEqual(loadConfig({}).webhookRetryScheduleMs, [5_000, 30_000, 120_000, 600_000, 3_600_000, 10_800_000, 21_600_000, 43_200_000]);
+  assert.deepEqual(loadConfig({ WEBHOOK_RETRY_SCHEDULE: '50ms, 1s,2m,24h' }).webhookRetryScheduleMs, [50, 1_000, 120_000, 86_400_000]);
+  for (const bad of ['5', '5 s', '0s', '25h', '5s,,5s', '-1s', '1d', Array(21).fill('1s').join(',')]) {
+    assert.throws(() => loadConfig({ WEBHOOK_RETRY_SCHEDULE: bad }), /^Error: WEBHOOK_RETRY_SCHEDULE must be 1 to 20 comma-separated pauses such as 5s,30s,2m,10m,1h,3h,6h,12h \(units ms, s, m, h; each at most 24h\)/, bad);
+  }
+});
+
+test('WEBHOOK_ALLOW_PRIVATE_URLS: false unless set to true; anything else is refused', () => {
+  assert.equal(loadConfig({}).webhookAllowPrivateUrls, false);
+  assert.equal(loadConfig({ WEBHOOK_ALLOW_PRIVATE_URLS: 'TRUE' }).webhookAllowPrivateUrls, true);
+  assert.equal(loadConfig({ WEBHOOK_ALLOW_PRIVATE_URLS: 'false' }).webhookAllowPrivateUrls, false);
+  for (const bad of ['yes', '1', 'on']) {
+    assert.throws(() => loadConfig({ WEBHOOK_ALLOW_PRIVATE_URLS: bad }), new RegExp(`^Error: WEBHOOK_ALLOW_PRIVATE_URLS must be true or false \\(got "${bad}"\\)$`));
+  }
+});

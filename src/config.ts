@@ -2,6 +2,7 @@ import proxyAddr from '@fastify/proxy-addr';
 import { resolve } from 'node:path';
 import { DEFAULT_HISTORY_CHARACTERS, type ModelProvider, type ModelSettings } from './brains/model-settings.ts';
 import { shownUrl } from './domain/shown-url.ts';
+import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule } from './domain/webhooks.ts';
 import { isRateLimitStore, POSTGRES_LIMITER_NEEDS_POSTGRES, RATE_LIMIT_STORES, resolvedRateLimitStore, type RateLimitStore } from './ratelimit/select.ts';
 import { SQLITE_SYNCHRONOUS_MODES, type SqliteSynchronous } from './store/node-sqlite-adapter.ts';
 import { DEFAULT_DATABASE_URL, isPostgresUrl, sqlitePathOf } from './store/store.ts';
@@ -41,6 +42,10 @@ export interface Config {
   instanceId: string;
   /** The model agents answer with; null: the built-in agent (contract §8). */
   model: ModelSettings | null;
+  /** Pauses before each webhook retry, in milliseconds (WEBHOOK_RETRY_SCHEDULE). */
+  webhookRetryScheduleMs: number[];
+  /** WEBHOOK_ALLOW_PRIVATE_URLS: webhooks may go to http:// and private addresses. */
+  webhookAllowPrivateUrls: boolean;
 }
 
 /** pino's levels. */
@@ -167,6 +172,14 @@ function checkModelBaseUrl(raw: string): void {
   if (url.username !== '' || url.password !== '') throw new Error('MODEL_BASE_URL must not hold a user name or password: the key goes in MODEL_API_KEY');
 }
 
+/** A true/false setting: unset or empty is `fallback`. */
+function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = (env[name] ?? '').trim().toLowerCase();
+  if (raw === '') return fallback;
+  if (raw === 'true' || raw === 'false') return raw === 'true';
+  throw new Error(`${name} must be true or false (got "${env[name]}")`);
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const maxRateLimitPerMinute = int(env, 'MAX_RATE_LIMIT_PER_MINUTE', 10_000, 1, 100_000_000);
   // Unset: follow the database (memory on SQLite, postgres on PostgreSQL); see ratelimit/select.ts.
@@ -220,6 +233,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: parseTrustProxy(env.TRUST_PROXY),
     instanceId: env.INSTANCE_ID || `${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
     model,
+    webhookRetryScheduleMs: parseRetrySchedule(env.WEBHOOK_RETRY_SCHEDULE || DEFAULT_RETRY_SCHEDULE),
+    webhookAllowPrivateUrls: bool(env, 'WEBHOOK_ALLOW_PRIVATE_URLS', false),
   };
 }
 
@@ -244,6 +259,7 @@ export function settingsForLog(config: Config): Record<string, unknown> {
     shutdownGraceMs: config.shutdownGraceMs,
     trustProxy: config.trustProxy,
     instanceId: config.instanceId,
+    webhookAllowPrivateUrls: config.webhookAllowPrivateUrls,
     // Which brain answers; the model's key is never named.
     agents: config.model
       ? { provider: config.model.provider, model: config.model.name, ...(config.model.baseUrl ? { baseUrl: shownUrl(config.model.baseUrl) } : {}) }

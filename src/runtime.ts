@@ -9,6 +9,8 @@ import type { RateLimiter } from './ratelimit/rate-limiter.ts';
 import { createRateLimiter } from './ratelimit/select.ts';
 import { createServices, type Services } from './services/services.ts';
 import { TurnWorker } from './services/turn-worker.ts';
+import { DeliveryWorker } from './services/webhooks/delivery-worker.ts';
+import { SecretBox } from './services/webhooks/secret-box.ts';
 import { cannotConnectToPostgres, openStore, splitSchemaParam, type OpenStoreOptions, type Store } from './store/store.ts';
 
 /** Everything one instance holds: built once at start, closed once at shutdown. */
@@ -18,6 +20,8 @@ export interface Runtime {
   bus: Bus;
   engine: TurnEngine;
   services: Services;
+  /** Delivers webhooks; started with the engine. */
+  webhookDeliveries: DeliveryWorker;
   rateLimiter: RateLimiter;
   /** Starts running turns (the server does; the CLI does not). On SQLite, claims the file first (Store.claimForServer). */
   startEngine(): Promise<void>;
@@ -36,7 +40,7 @@ export interface RuntimeOptions {
    * effect; a deployment registers its real tools in code.
    */
   tools?: ToolRegistry;
-  /** Where a failed model call is told (the model-backed brain's warnings). */
+  /** Where a failed model call is told (the model-backed brain's warnings), and a failed webhook attempt. */
   logWarning?: ModelWarning;
 }
 
@@ -66,20 +70,28 @@ export async function createRuntime({
   });
   afterReconnect = () => void engine.caughtUp().catch((error: unknown) => logError(error, 'catching up after the bus reconnected'));
   engine.setHandler(new TurnWorker({ store, brain, tools }));
-  const services = createServices({ store, config, engine, brain });
+  const secrets = new SecretBox(store);
+  const services = createServices({ store, config, engine, brain, secrets });
+  const webhookDeliveries = new DeliveryWorker({
+    store, bus, secrets, instanceId: config.instanceId, retrySchedule: config.webhookRetryScheduleMs,
+    allowPrivateUrls: config.webhookAllowPrivateUrls, retentionMs: config.eventRetentionMs, logFailure: logWarning, onError: logError,
+  });
+  services.webhooks.onNewDelivery(() => webhookDeliveries.wake());
   const rateLimiter: RateLimiter = createRateLimiter(config.rateLimitStore, store, config.redisUrl,
     (error) => logError(error, 'the rate limit store (Redis, at REDIS_URL) cannot be reached: API requests get 503 until it is back'));
   return {
-    config, store, bus, engine, services, rateLimiter,
+    config, store, bus, engine, services, webhookDeliveries, rateLimiter,
     async startEngine() {
       store.claimForServer();
       store.startBackgroundCheckpoints((error) => logError(error, 'background checkpoints (SQLite checkpoints on commit instead)'));
       store.startClockSync((error) => logError(error, 'measuring the clock against the database server\'s (the last offset stays in use)'));
       await engine.start();
+      await webhookDeliveries.start();
       services.housekeeping.start(60_000, (error) => logError(error, 'housekeeping'));
     },
     async close(graceMs = 0) {
       await services.housekeeping.stop();
+      await webhookDeliveries.stop();
       await engine.stop(graceMs);
       await rateLimiter.close();
       await bus.close();

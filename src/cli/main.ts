@@ -9,6 +9,7 @@ import { describeProblem, UsageError, type Commands, type Flags, type Out } from
 import { FILE_COMMANDS } from './commands/files.ts';
 import { KEY_COMMANDS } from './commands/keys.ts';
 import { USER_COMMANDS } from './commands/users.ts';
+import { WEBHOOK_COMMANDS } from './commands/webhooks.ts';
 import { WORKSPACE_COMMANDS } from './commands/workspaces.ts';
 
 /**
@@ -20,6 +21,7 @@ const COMMANDS: Commands = {
   ...KEY_COMMANDS,
   ...WORKSPACE_COMMANDS,
   ...FILE_COMMANDS,
+  ...WEBHOOK_COMMANDS,
 };
 
 const USAGE = `agent-channel <command> [flags]        (--help: this; --version: the release)

@@ -42,6 +42,7 @@ export const ID_PREFIXES = {
   action: 'op_',
   question: 'req_',
   mission: 'msn_',
+  webhook: 'whk_',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

@@ -4,9 +4,10 @@ import type { OpenJobCounts } from '../engine/queue-sql.ts';
 import { JOB_KINDS } from '../store/schema.ts';
 import { RUN_OUTCOMES, type TurnObserver } from '../engine/turn-engine.ts';
 import { RELEASE } from '../release.ts';
+import { installWebhookMetrics, type WebhookSources } from './webhook-metrics.ts';
 
 /** What the instance reports beside its requests: read at each scrape, or told as turns run. */
-export interface InstanceSources {
+export interface InstanceSources extends WebhookSources {
   /** Requests held open waiting for their turn to end (POST /messages, the web chat). */
   awaitingReply(): number;
   /** Jobs running on this instance's runner now. */
@@ -104,7 +105,8 @@ export function installMetrics(app: FastifyInstance, sources: InstanceSources): 
       if (outcome !== 'requeued') runTime.observe({ kind }, ranMs / 1000);
     },
   });
-  app.addHook('onClose', (_instance, done) => { stopObserving(); done(); });
+  const stopObservingWebhooks = installWebhookMetrics(registry, sources);
+  app.addHook('onClose', (_instance, done) => { stopObserving(); stopObservingWebhooks(); done(); });
 
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
     reply.type(registry.contentType);

@@ -11,6 +11,8 @@ import { Housekeeping } from './housekeeping.ts';
 import { MissionsService } from './missions/index.ts';
 import { RequestCache } from './request-cache.ts';
 import { WebSessionsService } from './web-sessions.ts';
+import { SecretBox } from './webhooks/secret-box.ts';
+import { WebhooksService } from './webhooks/index.ts';
 
 /** Every use case, wired once; channels and the CLI reach them through this object. */
 export interface Services {
@@ -23,6 +25,7 @@ export interface Services {
   webSessions: WebSessionsService;
   loginThrottle: LoginThrottle;
   housekeeping: Housekeeping;
+  webhooks: WebhooksService;
   /** What requests read of keys and agents, kept between them (the server looks for other processes' writes at each request). */
   requestCache: RequestCache;
 }
@@ -39,6 +42,7 @@ export interface ServiceSettings {
   idempotencyTtlMs: number;
   eventRetentionMs: number;
   webSessionIdleMinutes: number;
+  webhookAllowPrivateUrls: boolean;
 }
 
 export interface ServiceDeps {
@@ -48,7 +52,7 @@ export interface ServiceDeps {
   brain: Brain;
 }
 
-export function createServices({ store, config, engine, brain }: ServiceDeps): Services {
+export function createServices({ store, config, engine, brain, secrets = new SecretBox(store) }: ServiceDeps & { secrets?: SecretBox }): Services {
   const requestCache = new RequestCache(store);
   const accounts = new AccountsService({ store, agentListCache: requestCache.agentLists, scryptCostLog2: config.scryptCostLog2 });
   const keys = new KeysService({
@@ -66,5 +70,6 @@ export function createServices({ store, config, engine, brain }: ServiceDeps): S
   const housekeeping = new Housekeeping({
     store, missions, feed, webSessions, loginThrottle, idempotencyTtlMs: config.idempotencyTtlMs, duplicateWindowMs: config.duplicateWindowMs,
   });
-  return { accounts, keys, agents, conversations, missions, feed, webSessions, loginThrottle, housekeeping, requestCache };
+  const webhooks = new WebhooksService({ store, secrets, allowPrivateUrls: config.webhookAllowPrivateUrls });
+  return { accounts, keys, agents, conversations, missions, feed, webSessions, loginThrottle, housekeeping, webhooks, requestCache };
 }

@@ -24,6 +24,43 @@ export interface DB {
   web_sessions: WebSessionsTable;
   instance_secrets: InstanceSecretsTable;
   events: EventsTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+}
+
+/** An account's webhook endpoint (contract §9.5; repos/webhooks.ts). */
+export interface WebhookEndpointsTable {
+  id: string; // whk_…
+  owner_user_id: string;
+  url: string;
+  events: string; // JSON array of event types
+  sealed_secret: string; // the whsec_ secret, sealed with the deployment's key
+  enabled: number; // 0 or 1
+  disabled_reason: string | null;
+  created_at: string;
+  last_attempt_at: string | null;
+  last_outcome: string | null; // "200", "HTTP 500", "timed out", …
+}
+
+export type WebhookDeliveryState = 'pending' | 'delivered' | 'failed';
+
+/** One event to one endpoint, until it is delivered or given up (repos/webhooks.ts). */
+export interface WebhookDeliveriesTable {
+  id: Generated<number>;
+  endpoint_id: string;
+  event_id: string; // evt_…: the webhook-id
+  event_type: string;
+  payload: string; // the event's JSON, as POSTed
+  state: WebhookDeliveryState;
+  attempts: number;
+  next_attempt_at: string;
+  lease_owner: string | null;
+  lease_until: string | null;
+  last_status: number | null;
+  last_error: string | null;
+  last_duration_ms: number | null;
+  created_at: string;
+  finished_at: string | null;
 }
 
 /** The event feed's outbox: one row per event and person who may see it (see repos/events.ts). */

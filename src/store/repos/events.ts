@@ -2,6 +2,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { eventIdOf, type FeedEvent, type FeedEventType, type NewFeedEvent } from '../../domain/feed-events.ts';
 import type { DB } from '../schema.ts';
 import type { Dialect } from '../dialect.ts';
+import { fanOutDeliveries } from './webhooks.ts';
 
 /**
  * Every statement of the event feed (contract §9.3). A person's feed is their rows in position
@@ -26,7 +27,11 @@ export async function recordEvents(trx: Transaction<DB>, dialect: Dialect, event
       await sql`select pg_advisory_xact_lock(hashtextextended(${`agent-channel feed ${recipient}`}, 0))`.execute(trx);
     }
   }
-  await trx.insertInto('events').values(rows).execute();
+  const recorded = await trx.insertInto('events').values(rows).returning(['id', 'recipient_user_id', 'type', 'session_id', 'agent_id', 'data', 'created_at']).execute();
+  // The webhooks' deliveries of these events, in the same transaction: none is lost to a crash.
+  await fanOutDeliveries(trx, recorded.map((row) => ({
+    eventId: eventIdOf(Number(row.id)), recipientUserId: row.recipient_user_id, type: row.type, payload: JSON.stringify(toFeedEvent(row)),
+  })), createdAt);
 }
 
 type EventRow = { id: number; type: string; session_id: string; agent_id: string; data: string; created_at: string };

@@ -162,11 +162,13 @@ function minutesInWords(ms: number): string {
   return `${word} minute${minutes === 1 ? '' : 's'}`;
 }
 
-function accountHeader(tab: 'profile' | 'keys'): SafeHtml {
+/** The account page's heading and tabs (the webhooks page shows them too). */
+export function accountHeader(tab: 'profile' | 'keys' | 'webhooks'): SafeHtml {
   return html`<h1>Account</h1>
     <nav class="tabs" aria-label="Account sections">
       <a href="/account"${tab === 'profile' ? html` aria-current="page"` : ''}>Profile</a>
       <a href="${KEYS_PATH}"${tab === 'keys' ? html` aria-current="page"` : ''}>API keys</a>
+      <a href="/account/webhooks"${tab === 'webhooks' ? html` aria-current="page"` : ''}>Webhooks</a>
     </nav>`;
 }
 
