@@ -13,6 +13,7 @@
  *   npm run bench:load -- --conversations 100,1000,5000 --modes wait,longpoll,sse --rounds 3 --seconds 10 --warmup 5 --sleep 1000
  *   DATABASE=postgres npm run bench:load -- --conversations 1000
  *   npm run bench:load -- --server-flags '--cpu-prof --cpu-prof-dir=/tmp/prof' --conversations 1000 --modes wait
+ *   npm run bench:load -- --versus 'RUNNER_CONCURRENCY=256 LISTEN_BACKLOG=511'   (each round on the defaults and on these, alternating)
  *   npm run bench:load -- --json /tmp/load.json   (the figures, for bench/plot-latency.ts)
  *
  * The server's settings are its defaults, except that the key's rate limit never binds and the
@@ -40,6 +41,7 @@ const { values: flags } = parseArgs({
     warmup: { type: 'string', default: process.env.WARMUP_SECONDS ?? '5' },
     sleep: { type: 'string', default: process.env.SLEEP_MS ?? '1000' },
     'server-flags': { type: 'string', default: process.env.SERVER_FLAGS ?? '' },
+    versus: { type: 'string', default: process.env.VERSUS ?? '' },
     json: { type: 'string' },
   },
 });
@@ -52,6 +54,11 @@ const SECONDS = Number(flags.seconds);
 const WARMUP_SECONDS = Number(flags.warmup);
 const SLEEP_MS = Number(flags.sleep);
 const SERVER_FLAGS = flags['server-flags'].split(' ').filter(Boolean);
+// The server's settings each round runs on: its defaults, and with --versus those given, side by side.
+const SETUPS: Array<{ name: string; env: Record<string, string> }> = [
+  { name: 'defaults', env: {} },
+  ...(flags.versus ? [{ name: flags.versus, env: Object.fromEntries(flags.versus.split(' ').filter(Boolean).map((pair) => pair.split('=') as [string, string])) }] : []),
+];
 const DATABASE = process.env.DATABASE ?? 'sqlite';
 const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const LONG_POLL_SECONDS = 25;
@@ -128,8 +135,8 @@ const errorKind = (error: unknown): string => (error as NodeJS.ErrnoException).c
  * window (starts spread over one sleep, so the turns do not march in step), then finishing its
  * turn in flight. Turns whose reply came inside the window are measured.
  */
-async function round(token: string, conversations: Conversation[], mode: Mode): Promise<RoundResult> {
-  const origin = await startServer([...SERVER_FLAGS, CLI, 'serve'], env, '/readyz');
+async function round(token: string, conversations: Conversation[], mode: Mode, setup: Record<string, string>): Promise<RoundResult> {
+  const origin = await startServer([...SERVER_FLAGS, CLI, 'serve'], { ...env, ...setup }, '/readyz');
   const pid = serverPid(origin)!;
   const client = new ApiClient(origin, API, token);
   const streamed = new StreamedReplies(TURN_TIMEOUT_MS);
@@ -189,40 +196,45 @@ function loadAverage(): string {
   return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 }
 
-interface Row { n: number; mode: Mode; turnsPerSecond: number; p50: number; p95: number; p99: number; errors: number; hanging: number; cpuUs: number; rssMiB: number }
+interface Row { n: number; mode: Mode; setup: string; turnsPerSecond: number; p50: number; p95: number; p99: number; errors: number; hanging: number; cpuUs: number; rssMiB: number }
 
 let failed = false;
 const rows: Row[] = [];
 try {
   console.log(`${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), Node ${process.version}; ${DATABASE}; !sleep ${SLEEP_MS}; `
-    + `${ROUNDS} round(s) a size and mode, each on a new server process: warm-up ${WARMUP_SECONDS} s, measured ${SECONDS} s; load average ${loadAverage()}`);
+    + `${ROUNDS} round(s) a size, mode and setup, each on a new server process: warm-up ${WARMUP_SECONDS} s, measured ${SECONDS} s; load average ${loadAverage()}`);
   const seeded = await seed(Math.max(...SIZES));
   const conversations = seeded.agentIds.map((agentId): Conversation => ({ agentId }));
   for (const n of SIZES) {
     for (const mode of MODES) {
-      const results: RoundResult[] = [];
+      const results = new Map(SETUPS.map((setup) => [setup.name, [] as RoundResult[]]));
       for (let r = 1; r <= ROUNDS; r++) {
-        const result = await round(seeded.token, conversations.slice(0, n), mode);
-        results.push(result);
-        const p = (q: number) => percentile(result.added, q)?.toFixed(1) ?? '-';
-        const errors = [...result.errors].map(([kind, count]) => `${count}× ${kind}`).join(', ') || 'none';
-        console.log(`N=${n} ${mode} round ${r}: ${(result.turns / result.seconds).toFixed(0)} turns/s, added p50 ${p(0.5)} p95 ${p(0.95)} p99 ${p(0.99)} ms, `
-          + `errors ${errors}, hanging ${result.hanging}, ${result.cpuUsPerTurn.toFixed(0)} µs server CPU a turn, RSS max ${result.rssMiB.toFixed(0)} MiB (load average ${result.loadAverage})`);
-        if (result.errors.size > 0 || result.hanging > 0) failed = true;
+        // Alternating which setup goes first, so that neither always meets a warmer (or busier) machine.
+        for (const setup of r % 2 === 1 ? SETUPS : [...SETUPS].reverse()) {
+          const result = await round(seeded.token, conversations.slice(0, n), mode, setup.env);
+          results.get(setup.name)!.push(result);
+          const p = (q: number) => percentile(result.added, q)?.toFixed(1) ?? '-';
+          const errors = [...result.errors].map(([kind, count]) => `${count}× ${kind}`).join(', ') || 'none';
+          console.log(`N=${n} ${mode} ${setup.name} round ${r}: ${(result.turns / result.seconds).toFixed(0)} turns/s, added p50 ${p(0.5)} p95 ${p(0.95)} p99 ${p(0.99)} ms, `
+            + `errors ${errors}, hanging ${result.hanging}, ${result.cpuUsPerTurn.toFixed(0)} µs server CPU a turn, RSS max ${result.rssMiB.toFixed(0)} MiB (load average ${result.loadAverage})`);
+          if (result.errors.size > 0 || result.hanging > 0) failed = true;
+        }
       }
-      const of = (pick: (r: RoundResult) => number) => median(results.map(pick));
-      const q = (p: number) => of((r) => percentile(r.added, p) ?? Number.NaN);
-      rows.push({
-        n, mode, turnsPerSecond: of((r) => r.turns / r.seconds), p50: q(0.5), p95: q(0.95), p99: q(0.99),
-        errors: results.reduce((sum, r) => sum + [...r.errors.values()].reduce((a, b) => a + b, 0), 0),
-        hanging: results.reduce((sum, r) => sum + r.hanging, 0), cpuUs: of((r) => r.cpuUsPerTurn), rssMiB: of((r) => r.rssMiB),
-      });
+      for (const [setup, of] of results) {
+        const m = (pick: (r: RoundResult) => number) => median(of.map(pick));
+        const q = (p: number) => m((r) => percentile(r.added, p) ?? Number.NaN);
+        rows.push({
+          n, mode, setup, turnsPerSecond: m((r) => r.turns / r.seconds), p50: q(0.5), p95: q(0.95), p99: q(0.99),
+          errors: of.reduce((sum, r) => sum + [...r.errors.values()].reduce((a, b) => a + b, 0), 0),
+          hanging: of.reduce((sum, r) => sum + r.hanging, 0), cpuUs: m((r) => r.cpuUsPerTurn), rssMiB: m((r) => r.rssMiB),
+        });
+      }
     }
   }
   console.log(`
-| conversations | mode | turns/s | added p50 (ms) | p95 | p99 | errors | hanging | server CPU a turn (µs) | RSS (MiB) |
-|---|---|---|---|---|---|---|---|---|---|
-${rows.map((r) => `| ${r.n} | ${r.mode} | ${r.turnsPerSecond.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p95.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.errors} | ${r.hanging} | ${r.cpuUs.toFixed(0)} | ${r.rssMiB.toFixed(0)} |`).join('\n')}
+| conversations | mode | settings | turns/s | added p50 (ms) | p95 | p99 | errors | hanging | server CPU a turn (µs) | RSS (MiB) |
+|---|---|---|---|---|---|---|---|---|---|---|
+${rows.map((r) => `| ${r.n} | ${r.mode} | ${r.setup} | ${r.turnsPerSecond.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p95.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.errors} | ${r.hanging} | ${r.cpuUs.toFixed(0)} | ${r.rssMiB.toFixed(0)} |`).join('\n')}
 
 (medians of ${ROUNDS} round(s); ${DATABASE}; !sleep ${SLEEP_MS}; load average at the end ${loadAverage()})`);
   if (flags.json) writeFileSync(flags.json, JSON.stringify({ database: DATABASE, sleepMs: SLEEP_MS, rounds: ROUNDS, rows }, null, 2));

@@ -162,3 +162,12 @@ test('EVENT_RETENTION_HOURS: a week unless set, from 1 hour to a year; anything 
       new RegExp(`^Error: EVENT_RETENTION_HOURS must be an integer between 1 and 8760 \\(got "${bad.replace('.', '\\.')}"\\)$`), bad);
   }
 });
+
+test('LISTEN_BACKLOG: 4096 unless set, from 1 up; RUNNER_CONCURRENCY: 10000 unless set, up to a million', () => {
+  assert.equal(loadConfig({}).listenBacklog, 4096);
+  assert.equal(loadConfig({ LISTEN_BACKLOG: '65535' }).listenBacklog, 65535);
+  assert.throws(() => loadConfig({ LISTEN_BACKLOG: '0' }), /^Error: LISTEN_BACKLOG must be an integer between 1 and 1000000 \(got "0"\)$/);
+  assert.equal(loadConfig({}).runnerConcurrency, 10_000);
+  assert.equal(loadConfig({ RUNNER_CONCURRENCY: '256' }).runnerConcurrency, 256);
+  assert.throws(() => loadConfig({ RUNNER_CONCURRENCY: '0' }), /^Error: RUNNER_CONCURRENCY must be an integer between 1 and 1000000 \(got "0"\)$/);
+});
