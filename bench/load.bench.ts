@@ -86,7 +86,7 @@ interface Conversation { agentId: string; sessionId?: string }
 interface Sample { sentMs: number; doneMs: number }
 interface RoundResult {
   turns: number; seconds: number; added: number[]; errors: Map<string, number>; hanging: number;
-  cpuUsPerTurn: number; rssMiB: number; loadAverage: string;
+  cpuUsPerTurn: number; clientCpuUsPerTurn: number; rssMiB: number; loadAverage: string;
 }
 
 /** A pro user with `count` agents and a key whose limit never binds, made through the services (the CLI would take a process an agent). */
@@ -149,9 +149,11 @@ async function round(token: string, conversations: Conversation[], mode: Mode, s
   const rssTimer = setInterval(() => { rssKiB = Math.max(rssKiB, rssOf(pid)); }, 500);
   const startMs = nowMs() + WARMUP_SECONDS * 1000;
   const endMs = startMs + SECONDS * 1000;
-  let cpuAtStart = Number.NaN;
-  let cpuAtEnd = Number.NaN;
-  const cpuTimers = [setTimeout(() => { cpuAtStart = cpuMicros(pid); }, WARMUP_SECONDS * 1000), setTimeout(() => { cpuAtEnd = cpuMicros(pid); }, (WARMUP_SECONDS + SECONDS) * 1000)];
+  // The server's CPU time and this process's (the load generator's), at the window's start and end.
+  const cpu = () => ({ server: cpuMicros(pid), client: cpuMicros(process.pid) });
+  let cpuAtStart = { server: Number.NaN, client: Number.NaN };
+  let cpuAtEnd = cpuAtStart;
+  const cpuTimers = [setTimeout(() => { cpuAtStart = cpu(); }, WARMUP_SECONDS * 1000), setTimeout(() => { cpuAtEnd = cpu(); }, (WARMUP_SECONDS + SECONDS) * 1000)];
   let open = 0;
   try {
     const loops = conversations.map(async (conversation) => {
@@ -178,7 +180,8 @@ async function round(token: string, conversations: Conversation[], mode: Mode, s
   const measured = samples.filter((s) => s.doneMs >= startMs && s.doneMs < endMs);
   return {
     turns: measured.length, seconds: SECONDS, added: measured.map((s) => s.doneMs - s.sentMs - SLEEP_MS).sort((a, b) => a - b),
-    errors, hanging: open, cpuUsPerTurn: (cpuAtEnd - cpuAtStart) / measured.length, rssMiB: rssKiB / 1024, loadAverage: loadAverage(),
+    errors, hanging: open, cpuUsPerTurn: (cpuAtEnd.server - cpuAtStart.server) / measured.length,
+    clientCpuUsPerTurn: (cpuAtEnd.client - cpuAtStart.client) / measured.length, rssMiB: rssKiB / 1024, loadAverage: loadAverage(),
   };
 }
 
@@ -216,7 +219,7 @@ try {
           const p = (q: number) => percentile(result.added, q)?.toFixed(1) ?? '-';
           const errors = [...result.errors].map(([kind, count]) => `${count}× ${kind}`).join(', ') || 'none';
           console.log(`N=${n} ${mode} ${setup.name} round ${r}: ${(result.turns / result.seconds).toFixed(0)} turns/s, added p50 ${p(0.5)} p95 ${p(0.95)} p99 ${p(0.99)} ms, `
-            + `errors ${errors}, hanging ${result.hanging}, ${result.cpuUsPerTurn.toFixed(0)} µs server CPU a turn, RSS max ${result.rssMiB.toFixed(0)} MiB (load average ${result.loadAverage})`);
+            + `errors ${errors}, hanging ${result.hanging}, CPU a turn ${result.cpuUsPerTurn.toFixed(0)} µs server, ${result.clientCpuUsPerTurn.toFixed(0)} µs load generator, RSS max ${result.rssMiB.toFixed(0)} MiB (load average ${result.loadAverage})`);
           if (result.errors.size > 0 || result.hanging > 0) failed = true;
         }
       }
