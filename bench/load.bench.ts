@@ -138,6 +138,7 @@ const errorKind = (error: unknown): string => (error as NodeJS.ErrnoException).c
 async function round(token: string, conversations: Conversation[], mode: Mode, setup: Record<string, string>): Promise<RoundResult> {
   const origin = await startServer([...SERVER_FLAGS, CLI, 'serve'], { ...env, ...setup }, '/readyz');
   const pid = serverPid(origin)!;
+  console.log(`N=${conversations.length} ${mode}: server process ${pid} (signal it for a heap snapshot with --server-flags=--heapsnapshot-signal=SIGUSR2)`);
   const client = new ApiClient(origin, API, token);
   const streamed = new StreamedReplies(TURN_TIMEOUT_MS);
   const errors = new Map<string, number>();
