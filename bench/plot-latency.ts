@@ -14,8 +14,8 @@ if (!input || !output) throw new Error('usage: node bench/plot-latency.ts <bench
 const { rows, sleepMs, database } = JSON.parse(readFileSync(input, 'utf8')) as { rows: Row[]; sleepMs: number; database: string };
 
 const WIDTH = 640;
-const HEIGHT = 400;
-const PLOT = { left: 70, right: 220, top: 40, bottom: 50 };
+const HEIGHT = 420;
+const PLOT = { left: 70, right: 220, top: 40, bottom: 70 };
 const COLOURS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b'];
 
 const measured = rows.filter((row) => Number.isFinite(row.p50) && Number.isFinite(row.p99) && row.p50 > 0);
@@ -49,10 +49,13 @@ series.forEach((name, index) => {
     parts.push(`<polyline points="${path}" fill="none" stroke="${colour}" stroke-width="2"${dash}/>`);
     for (const row of points) parts.push(`<circle cx="${x(row.n).toFixed(1)}" cy="${y(row[quantile]).toFixed(1)}" r="3" fill="${colour}"/>`);
   }
-  const legendY = PLOT.top + 10 + index * 36;
+  const legendY = PLOT.top + 10 + index * 72;
+  const [mode, setup] = name.split(' · ') as [string, string];
+  const lines = setup.split(' ').slice(0, 3); // one setting a line
   parts.push(`<line x1="${WIDTH - PLOT.right + 16}" x2="${WIDTH - PLOT.right + 40}" y1="${legendY}" y2="${legendY}" stroke="${colour}" stroke-width="2"/>`,
-    `<text x="${WIDTH - PLOT.right + 46}" y="${legendY + 4}">${escape(name.length > 23 ? `${name.slice(0, 22)}…` : name)}</text>`,
-    `<text x="${WIDTH - PLOT.right + 46}" y="${legendY + 18}" fill="#666">solid p50, dashed p99</text>`);
+    `<text x="${WIDTH - PLOT.right + 46}" y="${legendY + 4}">${escape(mode)}</text>`,
+    ...lines.map((line, i) => `<text x="${WIDTH - PLOT.right + 16}" y="${legendY + 18 + i * 12}" font-size="10">${escape(line)}</text>`),
+    `<text x="${WIDTH - PLOT.right + 16}" y="${legendY + 18 + lines.length * 12}" font-size="10" fill="#666">solid p50, dashed p99</text>`);
 });
 
 const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${HEIGHT}" viewBox="0 0 ${WIDTH} ${HEIGHT}" font-family="sans-serif" font-size="12">
@@ -61,9 +64,9 @@ const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${
 ${parts.join('\n')}
 <line x1="${PLOT.left}" x2="${PLOT.left}" y1="${PLOT.top}" y2="${PLOT.top + innerHeight}" stroke="#000"/>
 <line x1="${PLOT.left}" x2="${PLOT.left + innerWidth}" y1="${PLOT.top + innerHeight}" y2="${PLOT.top + innerHeight}" stroke="#000"/>
-<text x="${PLOT.left + innerWidth / 2}" y="${HEIGHT - 14}" text-anchor="middle">conversations at once (log)</text>
+<text x="${PLOT.left + innerWidth / 2}" y="${HEIGHT - 34}" text-anchor="middle">conversations at once (log)</text>
 <text transform="translate(16 ${PLOT.top + innerHeight / 2}) rotate(-90)" text-anchor="middle">ms (log)</text>
-<text x="${WIDTH - PLOT.right + 16}" y="${HEIGHT - 14}" fill="#666">${escape(caption)}</text>
+<text x="${PLOT.left}" y="${HEIGHT - 10}" fill="#666">${escape(caption)}</text>
 </svg>
 `;
 writeFileSync(output, svg);
