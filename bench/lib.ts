@@ -78,7 +78,8 @@ export async function startServer(args: string[], env: NodeJS.ProcessEnv, readyP
   children.push(child);
   const base = `http://127.0.0.1:${port}`;
   pidByOrigin.set(base, child.pid!);
-  for (let i = 0; i < 200; i++) {
+  // Up to a minute: a busy machine (other work on the cores) starts a server slowly.
+  for (let i = 0; i < 1200; i++) {
     if (child.exitCode !== null) throw new Error(`${args.join(' ')} exited with ${child.exitCode}`);
     try {
       if ((await fetch(base + readyPath)).status < 500) return base;

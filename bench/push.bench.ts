@@ -26,7 +26,8 @@ import pg from 'pg';
 import {
   API, CLI, cpuMicros, HUGE_LIMIT, median, percentile, runQueueWaitMs, seedAccount, serverPid, startServer, stopChildren, stopServer,
 } from './lib.ts';
-import { ApiClient, nowMs, tsMs, type StreamedEvent } from './push-client.ts';
+import { ApiClient, nowMs, tsMs } from './push-client.ts';
+import { agentTurnOf, longPoll, StreamedReplies, type Learned } from './replies.ts';
 
 const ROUNDS = Number(process.env.ROUNDS ?? 2);
 const WARMUP_SECONDS = Number(process.env.WARMUP_SECONDS ?? 10);
@@ -59,8 +60,6 @@ const LABELS: Record<Mode, string> = {
 };
 
 interface Conversation { agentId: string; sessionId?: string; stream: number }
-/** A reply as the client learned of it. */
-interface Learned { text: string; ts: string; error?: string; receivedMs: number }
 /** A turn: when it was sent, how long after the reply's commit the client knew, how long the send took, and from message ts to reply ts. */
 interface Sample { sentMs: number; latencyMs: number; sendMs: number; turnMs: number }
 /**
@@ -92,47 +91,6 @@ function expect(condition: unknown, what: string, answer: unknown): asserts cond
   if (!condition) throw new Error(`${what}: ${JSON.stringify(answer)}`);
 }
 
-/** Replies of the conversations' sessions as the event streams bring them, and the turns awaiting them. */
-class StreamedReplies {
-  private readonly arrived = new Map<string, Learned>();
-  private readonly waiting = new Map<string, { afterMs: number; resolve: (learned: Learned) => void }>();
-
-  take({ type, event, receivedMs }: StreamedEvent): void {
-    if (type !== 'turn.completed' && type !== 'turn.failed') return;
-    const learned: Learned = { text: event.data.text, ts: event.data.ts, error: event.data.error, receivedMs };
-    const waiter = this.waiting.get(event.session_id);
-    if (waiter && tsMs(learned.ts) > waiter.afterMs) {
-      this.waiting.delete(event.session_id);
-      waiter.resolve(learned);
-    } else {
-      this.arrived.set(event.session_id, learned);
-    }
-  }
-
-  /** The session's first reply after `afterTs`, whether it came already or comes within the timeout. */
-  async next(sessionId: string, afterTs: string): Promise<Learned> {
-    const afterMs = tsMs(afterTs);
-    const early = this.arrived.get(sessionId);
-    this.arrived.delete(sessionId);
-    if (early && tsMs(early.ts) > afterMs) return early;
-    const timeout = new AbortController();
-    const learned = new Promise<Learned>((resolve) => this.waiting.set(sessionId, { afterMs, resolve }));
-    const lost = sleep(TURN_TIMEOUT_MS, null, { signal: timeout.signal }).then(() => { throw new Error(`no event for the reply in ${sessionId} after ${afterTs}`); });
-    try {
-      return await Promise.race([learned, lost]);
-    } finally {
-      timeout.abort();
-      lost.catch(() => {});
-    }
-  }
-}
-
-/** The first agent turn of a transcript page, stamped with the page's arrival. */
-function agentTurnOf(page: { body: any; receivedMs: number }): Learned | undefined {
-  const turn = page.body.messages.find((m: any) => m.role === 'agent');
-  return turn && { ...turn, receivedMs: page.receivedMs };
-}
-
 /** Polls the transcript every POLL_MS, the first poll at a random point of the interval. */
 async function poll(client: ApiClient, sessionId: string, messageTs: string): Promise<Learned> {
   // A poller's timer runs on its own; one started at each send would always find a 200 ms
@@ -147,17 +105,6 @@ async function poll(client: ApiClient, sessionId: string, messageTs: string): Pr
     if (learned) return learned;
     if (nowMs() > deadline) throw new Error(`no reply polled in ${sessionId} after ${messageTs}`);
     next += POLL_MS;
-  }
-}
-
-async function longPoll(client: ApiClient, sessionId: string, messageTs: string): Promise<Learned> {
-  const deadline = nowMs() + TURN_TIMEOUT_MS;
-  for (;;) {
-    const page = await client.json('GET', `/sessions/${sessionId}/messages?after=${encodeURIComponent(messageTs)}`, undefined, { prefer: `wait=${LONG_POLL_SECONDS}` });
-    expect(page.status === 200, 'long-poll', page.body);
-    const learned = agentTurnOf(page);
-    if (learned) return learned;
-    if (nowMs() > deadline) throw new Error(`no reply long-polled in ${sessionId} after ${messageTs}`);
   }
 }
 
@@ -180,7 +127,7 @@ async function turn(client: ApiClient, conversation: Conversation, mode: Mode, s
     expect(sent.status === 202 && ['processing', 'queued'].includes(sent.body.status), 'send with Prefer: wait=0', sent.body);
     const sessionId = sent.body.session_id as string;
     learned = mode === 'poll' ? await poll(client, sessionId, sent.body.message_ts)
-      : mode === 'longpoll' ? await longPoll(client, sessionId, sent.body.message_ts)
+      : mode === 'longpoll' ? await longPoll(client, sessionId, sent.body.message_ts, LONG_POLL_SECONDS, TURN_TIMEOUT_MS)
         : await streamed.next(sessionId, sent.body.message_ts);
   }
   expect(learned.text === expected && learned.error === undefined, `the reply to m${n}`, learned);
@@ -194,7 +141,7 @@ async function turn(client: ApiClient, conversation: Conversation, mode: Mode, s
  * The loops then finish their last turn; null when nothing is measured (a warm-up).
  */
 async function runMode(origin: string, client: ApiClient, conversations: Conversation[], mode: Mode, warmupSeconds: number, measureSeconds: number): Promise<ModeResult | null> {
-  const streamed = new StreamedReplies();
+  const streamed = new StreamedReplies(TURN_TIMEOUT_MS);
   const closers: Array<() => void> = [];
   let streamFailure: Error | undefined;
   if (mode === 'sse') {

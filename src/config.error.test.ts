@@ -179,3 +179,12 @@ test('WEBHOOK_ALLOW_PRIVATE_URLS: false unless set to true; anything else is ref
     assert.throws(() => loadConfig({ WEBHOOK_ALLOW_PRIVATE_URLS: bad }), new RegExp(`^Error: WEBHOOK_ALLOW_PRIVATE_URLS must be true or false \\(got "${bad}"\\)$`));
   }
 });
+
+test('LISTEN_BACKLOG: 4096 unless set, from 1 up; RUNNER_CONCURRENCY: 10000 unless set, up to a million', () => {
+  assert.equal(loadConfig({}).listenBacklog, 4096);
+  assert.equal(loadConfig({ LISTEN_BACKLOG: '65535' }).listenBacklog, 65535);
+  assert.throws(() => loadConfig({ LISTEN_BACKLOG: '0' }), /^Error: LISTEN_BACKLOG must be an integer between 1 and 1000000 \(got "0"\)$/);
+  assert.equal(loadConfig({}).runnerConcurrency, 10_000);
+  assert.equal(loadConfig({ RUNNER_CONCURRENCY: '256' }).runnerConcurrency, 256);
+  assert.throws(() => loadConfig({ RUNNER_CONCURRENCY: '0' }), /^Error: RUNNER_CONCURRENCY must be an integer between 1 and 1000000 \(got "0"\)$/);
+});

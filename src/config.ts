@@ -11,6 +11,8 @@ import { DEFAULT_DATABASE_URL, isPostgresUrl, sqlitePathOf } from './store/store
 export interface Config {
   port: number;
   host: string;
+  /** The listening socket's queue of connections not yet accepted (the kernel caps it at net.core.somaxconn). */
+  listenBacklog: number;
   databaseUrl: string;
   sqliteSynchronous: SqliteSynchronous;
   /** PostgreSQL: the most connections this instance opens for its work (LISTEN takes one more). */
@@ -32,6 +34,7 @@ export interface Config {
   freeAgentLimit: number;
   proAgentLimit: number;
   agentConcurrency: number;
+  /** Turns one instance runs at once; more wait in line (counted, and warned of). */
   runnerConcurrency: number;
   leaseMs: number;
   shutdownGraceMs: number;
@@ -207,6 +210,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     port: int(env, 'PORT', 8080, 0, 65535),
     host: env.HOST || '127.0.0.1',
+    // Node's own 511 overflowed when thousands of clients connected at once: resets and hung requests.
+    listenBacklog: int(env, 'LISTEN_BACKLOG', 4096, 1, 1_000_000),
     databaseUrl,
     sqliteSynchronous: sqliteSynchronous as SqliteSynchronous,
     pgPoolSize: int(env, 'PG_POOL_SIZE', 10, 2, 1000),
@@ -224,8 +229,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     freeAgentLimit: int(env, 'FREE_PLAN_AGENT_LIMIT', 1, 0, 1_000_000),
     proAgentLimit: int(env, 'PRO_PLAN_AGENT_LIMIT', 100, 0, 1_000_000),
     agentConcurrency: int(env, 'AGENT_CONCURRENCY', 1, 1, 1000),
-    // A turn mostly waits on its model (or its tools), not on this process's CPU.
-    runnerConcurrency: int(env, 'RUNNER_CONCURRENCY', 256, 1, 10_000),
+    // A turn mostly waits on its model (or its tools), not on this process's CPU: the cap is
+    // about memory, and a waiting turn holds little of it.
+    runnerConcurrency: int(env, 'RUNNER_CONCURRENCY', 10_000, 1, 1_000_000),
     leaseMs: int(env, 'JOB_LEASE_MS', 15_000, 1_000, 3_600_000),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     scryptCostLog2: int(env, 'SCRYPT_COST_LOG2', 17, 10, 20),
@@ -256,6 +262,7 @@ export function settingsForLog(config: Config): Record<string, unknown> {
     duplicateWindowMs: config.duplicateWindowMs,
     agentConcurrency: config.agentConcurrency,
     runnerConcurrency: config.runnerConcurrency,
+    listenBacklog: config.listenBacklog,
     shutdownGraceMs: config.shutdownGraceMs,
     trustProxy: config.trustProxy,
     instanceId: config.instanceId,

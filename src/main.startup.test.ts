@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { test } from 'node:test';
@@ -27,6 +28,7 @@ test('the server says at start which release it is and where its data goes, with
   assert.equal(line.node, process.versions.node);
   assert.equal(line.waitCeilingMs, 7000);
   assert.equal(line.instanceId, 'startup-test');
+  assert.equal(line.listenBacklog, 4096);
   assert.equal(line.agents, 'built-in');
   if (TEST_DB === 'postgres') {
     assert.match(String(line.database), /^postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:5432\/test\?schema=t_/);
@@ -36,5 +38,21 @@ test('the server says at start which release it is and where its data goes, with
     assert.equal(line.rateLimitStore, 'memory');
   }
   assert.ok(!server.output().includes('start-line-s3cret'));
+  await database.drop();
+});
+
+test('LISTEN_BACKLOG reaches the listening socket: its queue of connections not yet accepted', { timeout: 60_000 }, async () => {
+  const database = await freshDatabase();
+  const server = await startServerProcess({ ...databaseEnv(database), LISTEN_BACKLOG: '1234' });
+  try {
+    // For a listening socket, ss shows the backlog as its Send-Q (the kernel caps it at net.core.somaxconn).
+    const listening = spawnSync('ss', ['-Hltn', `sport = :${new URL(server.url).port}`], { encoding: 'utf8' });
+    assert.equal(listening.status, 0, listening.stderr);
+    const sendQ = Number(listening.stdout.trim().split(/\s+/)[2]);
+    const somaxconn = Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8'));
+    assert.equal(sendQ, Math.min(1234, somaxconn), listening.stdout);
+  } finally {
+    await server.kill('SIGTERM');
+  }
   await database.drop();
 });

@@ -61,7 +61,7 @@ export async function serve(): Promise<void> {
   // (on SQLite: requeue) the work the running one is doing.
   runtime.store.claimForServer();
   try {
-    await server.listen({ port: config.port, host: config.host });
+    await server.listen({ port: config.port, host: config.host, backlog: config.listenBacklog });
   } catch (error) {
     throw cannotListen(config, error);
   }

@@ -4,7 +4,7 @@ import type { ModelWarning } from './brains/llm.ts';
 import { builtinToolRegistry, type ToolRegistry } from './brains/tools.ts';
 import type { Config } from './config.ts';
 import { InProcessBus, PostgresBus, type Bus } from './engine/bus.ts';
-import { TurnEngine } from './engine/turn-engine.ts';
+import { TurnEngine, type TurnObserver } from './engine/turn-engine.ts';
 import type { RateLimiter } from './ratelimit/rate-limiter.ts';
 import { createRateLimiter } from './ratelimit/select.ts';
 import { createServices, type Services } from './services/services.ts';
@@ -70,6 +70,7 @@ export async function createRuntime({
   });
   afterReconnect = () => void engine.caughtUp().catch((error: unknown) => logError(error, 'catching up after the bus reconnected'));
   engine.setHandler(new TurnWorker({ store, brain, tools }));
+  engine.observe(warnWhenTurnsWaitForSlots(logWarning));
   const secrets = new SecretBox(store);
   const services = createServices({ store, config, engine, brain, secrets });
   const webhookDeliveries = new DeliveryWorker({
@@ -106,4 +107,26 @@ async function createBrain(config: Config, tools: ToolRegistry, logWarning: Mode
   if (!config.model) return new BuiltinBrain();
   const { LlmBrain } = await import('./brains/llm.ts');
   return new LlmBrain(config.model, tools, logWarning);
+}
+
+/** How often, at most, the log says that turns wait for a runner slot (the metric counts every one). */
+const SLOT_WARNING_EVERY_MS = 60_000;
+
+/** A warning when accepted turns wait in line because every RUNNER_CONCURRENCY slot is busy: at most once a minute. */
+function warnWhenTurnsWaitForSlots(logWarning: ModelWarning): TurnObserver {
+  let lastWarnedAt = Number.NEGATIVE_INFINITY;
+  let sinceLastWarning = 0;
+  return {
+    started() {},
+    ended() {},
+    waitsForSlot({ concurrency }) {
+      sinceLastWarning++;
+      const now = performance.now();
+      if (now - lastWarnedAt < SLOT_WARNING_EVERY_MS) return;
+      logWarning({ runnerConcurrency: concurrency, waitedSinceLastWarning: sinceLastWarning },
+        'every RUNNER_CONCURRENCY slot is busy: accepted turns wait in line for one (raise RUNNER_CONCURRENCY if memory allows, or add an instance)');
+      lastWarnedAt = now;
+      sinceLastWarning = 0;
+    },
+  };
 }

@@ -56,6 +56,8 @@ export interface TurnObserver {
   /** A run starts: `waitedMs` in line since accepted (first runs only), `resumed` for a run after an interrupted one. */
   started(run: { kind: JobKind; waitedMs: number | null; resumed: boolean }): void;
   ended(run: { kind: JobKind; outcome: RunOutcome; ranMs: number }): void;
+  /** A job was accepted while every one of this runner's `concurrency` slots was busy: it waits in line for one. */
+  waitsForSlot?(run: { kind: JobKind; concurrency: number }): void;
 }
 
 export const isFinished = (job: Pick<Job, 'status'>): boolean => job.status === 'done' || job.status === 'failed';

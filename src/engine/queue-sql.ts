@@ -227,11 +227,18 @@ export async function claimInTransaction(
 
 /** Extends the leases of the jobs this runner holds; returns the ids still its own (a missing one was taken over). `now` is the store's clock. */
 export async function renewLeases(db: Kysely<DB>, owner: string, ids: number[], leaseMs: number, now: number): Promise<number[]> {
-  if (ids.length === 0) return [];
-  const rows = await db.updateTable('jobs').set({ lease_expires_at: new Date(now + leaseMs).toISOString() })
-    .where('id', 'in', ids).where('lease_owner', '=', owner).where(isRunning).returning('id').execute();
-  return rows.map((row) => Number(row.id));
+  const renewed: number[] = [];
+  // In slices: thousands of running turns are renewed without holding SQLite's one thread (and
+  // every request behind it) for one long statement, and within the databases' limits on parameters.
+  for (let start = 0; start < ids.length; start += RENEW_SLICE) {
+    const rows = await db.updateTable('jobs').set({ lease_expires_at: new Date(now + leaseMs).toISOString() })
+      .where('id', 'in', ids.slice(start, start + RENEW_SLICE)).where('lease_owner', '=', owner).where(isRunning).returning('id').execute();
+    for (const row of rows) renewed.push(Number(row.id));
+  }
+  return renewed;
 }
+
+const RENEW_SLICE = 500;
 
 /**
  * Puts running jobs whose lease ran out (their runner died) back in line, in their old place;

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { pollTranscript, send } from '../testing/conversation.ts';
 import { freshDatabase, startTestApp, TEST_DB, type TestApp } from '../testing/harness.ts';
+import { sample, scrape } from '../testing/metrics.ts';
 
 async function jobsOf(t: TestApp, agentId: string) {
   const rows = await t.runtime.store.db.selectFrom('jobs').select(['id', 'session_id', 'status', 'started_at', 'finished_at', 'lease_owner'])
@@ -72,13 +73,21 @@ describe('turn engine: one agent, one turn at a time, FIFO', () => {
     assert.ok(three!.started_at! >= one!.finished_at! || three!.started_at! >= two!.finished_at!, 'the third waited for a slot');
   });
 
-  test('RUNNER_CONCURRENCY caps the turns one runner runs at once: another agent\'s turn waits queued for the slot', async () => {
-    const t = await startTestApp({ waitCeilingMs: 0, runnerConcurrency: 1 });
+  test('RUNNER_CONCURRENCY caps the turns one runner runs at once: another agent\'s turn waits queued for the slot, counted and warned of', async () => {
+    const warnings: Array<{ fields: Record<string, unknown>; message: string }> = [];
+    const t = await startTestApp({ waitCeilingMs: 0, runnerConcurrency: 1 }, { logWarning: (fields, message) => warnings.push({ fields, message }) });
     apps.push(t);
     const first = await t.userWithAgent();
     const second = await t.userWithAgent();
+    const third = await t.userWithAgent();
+    assert.equal(sample(await scrape(t), 'turns_waited_for_slot_total', { kind: 'message' }), 0);
     assert.equal((await send(t, first, { text: '!sleep 1000 first' })).json().status, 'processing');
     assert.equal((await send(t, second, { text: 'second' })).json().status, 'queued', 'its agent is free, but the one slot is taken');
+    assert.equal((await send(t, third, { text: 'third' })).json().status, 'queued');
+    assert.equal(sample(await scrape(t), 'turns_waited_for_slot_total', { kind: 'message' }), 2);
+    assert.deepEqual(warnings.map((w) => w.fields), [{ runnerConcurrency: 1, waitedSinceLastWarning: 1 }], 'one warning, not one a turn');
+    assert.match(warnings[0]!.message, /every RUNNER_CONCURRENCY slot is busy/);
+    await allIdle(t, third.agentId);
     await allIdle(t, first.agentId);
     await allIdle(t, second.agentId);
     const [a] = await jobsOf(t, first.agentId);

@@ -79,7 +79,7 @@ export class TurnEngine {
       shared: this.shared, waiting, observers: this.observers,
       onRunEnded: () => claiming.scanIfWorkMayBeQueued(),
     });
-    const claiming = new ClaimingSystem(this.shared, running);
+    const claiming = new ClaimingSystem(this.shared, running, this.observers);
     this.systems = { waiting, running, claiming, leases: new LeaseSystem(this.shared) };
   }
 

@@ -88,10 +88,15 @@ export function installMetrics(app: FastifyInstance, sources: InstanceSources): 
     name: 'turn_duration_seconds', help: 'Time a run of a job took on this instance, outcome written, by kind.',
     labelNames: ['kind'] as const, registers: [registry], buckets: TURN_BUCKETS,
   });
+  const slotWaits = new Counter({
+    name: 'turns_waited_for_slot_total', help: 'Jobs accepted on this instance while every one of its RUNNER_CONCURRENCY slots was busy: they waited in line for one.',
+    labelNames: ['kind'] as const, registers: [registry],
+  });
   // Every series there from the first scrape, at 0: a rate() over a counter that appears at 1 misses that 1.
   for (const kind of JOB_KINDS) {
     for (const outcome of RUN_OUTCOMES) runs.inc({ kind, outcome }, 0);
     resumed.inc({ kind }, 0);
+    slotWaits.inc({ kind }, 0);
     queueWait.zero({ kind });
     runTime.zero({ kind });
   }
@@ -103,6 +108,9 @@ export function installMetrics(app: FastifyInstance, sources: InstanceSources): 
     ended({ kind, outcome, ranMs }) {
       runs.inc({ kind, outcome });
       if (outcome !== 'requeued') runTime.observe({ kind }, ranMs / 1000);
+    },
+    waitsForSlot({ kind }) {
+      slotWaits.inc({ kind });
     },
   });
   const stopObservingWebhooks = installWebhookMetrics(registry, sources);

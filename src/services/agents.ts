@@ -47,6 +47,15 @@ const agentsOfUser = prepared((db, userId: string) => db.selectFrom('agents')
   .where('memberships.user_id', '=', userId)
   .orderBy('agents.created_at').orderBy('agents.id'));
 
+// One agent of the user's, when the lists are not kept (a user may have thousands of agents).
+const agentOfUser = prepared((db, userId: string, agentId: string) => db.selectFrom('agents')
+  .innerJoin('memberships', 'memberships.workspace_id', 'agents.workspace_id')
+  .select(['agents.id', 'agents.name', 'agents.workspace_id'])
+  .where('memberships.user_id', '=', userId).where('agents.id', '=', agentId));
+
+// Each kept list's agents by id, made once a list (lists are frozen and replaced, never changed).
+const listIndexes = new WeakMap<readonly AgentView[], Map<string, AgentView>>();
+
 export class AgentsService {
   private readonly deps: AgentsDeps;
 
@@ -63,7 +72,14 @@ export class AgentsService {
   /** The agent if the user may message it (member of its workspace), else undefined. */
   async findAvailable(userId: string, agentId: string): Promise<AgentView | undefined> {
     if (!looksLikeId('agent', agentId)) return undefined;
-    return (await this.listForUser(userId)).find((agent) => agent.agent_id === agentId);
+    if (!this.deps.agentListCache.keeps) {
+      const [row] = await agentOfUser(this.deps.store.db, userId, agentId);
+      return row && toAgentView(row);
+    }
+    const list = await this.listForUser(userId);
+    let index = listIndexes.get(list);
+    if (!index) listIndexes.set(list, (index = new Map(list.map((agent) => [agent.agent_id, agent]))));
+    return index.get(agentId);
   }
 
   /** How many agents a plan allows (FREE_PLAN_AGENT_LIMIT, PRO_PLAN_AGENT_LIMIT). */

@@ -15,6 +15,11 @@ export class CachedReads<V> {
     this.maxEntries = maxEntries;
   }
 
+  /** Whether reads are kept at all (not where every read must see other instances' writes). */
+  get keeps(): boolean {
+    return this.keep;
+  }
+
   async get(key: string, read: () => Promise<V>): Promise<V> {
     const held = this.entries.get(key);
     if (held !== undefined || this.entries.has(key)) return held as V;

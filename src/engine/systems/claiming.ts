@@ -1,6 +1,7 @@
 import type { Job } from '../../store/schema.ts';
 import { claimInTransaction, findClaimable, hasQueuedJobs, insertJob, lockAgentLine, type NewJob } from '../queue-sql.ts';
 import type { UnitOfWork } from '../unit-of-work.ts';
+import type { RunObservers } from './observers.ts';
 import type { EngineResources } from './resources.ts';
 import type { RunningSystem } from './running.ts';
 
@@ -12,6 +13,7 @@ import type { RunningSystem } from './running.ts';
 export class ClaimingSystem {
   private readonly shared: EngineResources;
   private readonly running: RunningSystem;
+  private readonly observers: RunObservers;
   /** The scan under way, if any, and the one asked for while it runs. */
   private scan: Promise<void> | null = null;
   private rescan: PromiseWithResolvers<void> | null = null;
@@ -22,9 +24,10 @@ export class ClaimingSystem {
    */
   private queueMayHoldWork = true;
 
-  constructor(shared: EngineResources, running: RunningSystem) {
+  constructor(shared: EngineResources, running: RunningSystem, observers: RunObservers) {
     this.shared = shared;
     this.running = running;
+    this.observers = observers;
   }
 
   /**
@@ -45,6 +48,9 @@ export class ClaimingSystem {
     if (this.canClaim()) {
       slots.reserve(); // held from here, so concurrent enqueues never promise the same slot twice
       reservedHere = true;
+    } else if (this.shared.runner.takesWork) {
+      const { concurrency } = settings;
+      tx.afterCommit(() => this.observers.tell((observer) => observer.waitsForSlot?.({ kind: job.kind, concurrency })));
     }
     const claim = reservedHere ? { owner: settings.instanceId, leaseMs: settings.leaseMs, perAgent: settings.perAgent } : null;
     const row = await insertJob(tx.db, job, claim, this.shared.now());
