@@ -105,7 +105,9 @@ export class AgentChannel {
     const idempotencyKey = sendOptions.idempotencyKey ?? crypto.randomUUID();
     let sessionId = sendOptions.sessionId;
     try {
-      let result = await this.send(text, { ...sendOptions, idempotencyKey, signal });
+      // Held no longer than the timeout leaves, so that a timeout can name the session.
+      const waitSeconds = timeoutMs === undefined ? undefined : Math.max(0, Math.floor(timeoutMs / 1000) - 1);
+      let result = await this.send(text, { ...sendOptions, idempotencyKey, waitSeconds, signal });
       sessionId = result.session_id;
       let after = result.message_ts;
       while (!isReply(result)) {
