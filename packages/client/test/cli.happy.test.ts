@@ -28,7 +28,7 @@ test('send --json prints the send result; a slow turn is waited for; exit 0', as
     ['!sleep 1500 hello there', 'You said: hello there', 'and again', 'You said: and again']);
 });
 
-test('exit codes: 2 usage, 3 a problem (its code said), 4 the agent failed, 6 the timeout', async () => {
+test('exit codes: 2 usage, 3 a problem (its code said)', async () => {
   const { cli, agentIds } = await as(2);
   assert.equal((await cli('send')).code, 2);
   assert.equal((await runCli({ AGENT_CHANNEL_URL: served.url, AGENT_CHANNEL_KEY: '' }, 'send', 'hi')).code, 2, 'no key');
@@ -41,6 +41,10 @@ test('exit codes: 2 usage, 3 a problem (its code said), 4 the agent failed, 6 th
   const bad = await runCli({ AGENT_CHANNEL_URL: served.url, AGENT_CHANNEL_KEY: 'ak_wrong_key' }, 'actions');
   assert.equal(bad.code, 3);
   assert.ok(!bad.stderr.includes('ak_wrong_key'), 'the key is never echoed');
+});
+
+test('exit codes: 4 the agent failed, 6 the timeout, 1 nobody answers', async () => {
+  const { cli, agentIds } = await as(1);
   assert.equal((await cli('send', '!fail', '--agent', agentIds[0]!)).code, 4);
   const slow = await cli('send', '!sleep 5000 slow', '--agent', agentIds[0]!, '--timeout', '1');
   assert.equal(slow.code, 6);
