@@ -29,7 +29,7 @@ test('send --json prints the send result; a slow turn is waited for; exit 0', as
 });
 
 test('exit codes: 2 usage, 3 a problem (its code said)', async () => {
-  const { cli, agentIds } = await as(2);
+  const { cli } = await as(2);
   assert.equal((await cli('send')).code, 2);
   assert.equal((await runCli({ AGENT_CHANNEL_URL: served.url, AGENT_CHANNEL_KEY: '' }, 'send', 'hi')).code, 2, 'no key');
   const several = await cli('send', 'hi', '--json');
