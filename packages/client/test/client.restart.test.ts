@@ -14,7 +14,7 @@ import { startFaultyProxy } from './proxy.ts';
 const seeded = seededDatabase('client-restart@example.test', 1);
 
 test('events() survives a server restart without losing or repeating an event', { timeout: 90_000 }, async () => {
-  let server = await startServerProcess(seeded.env);
+  let server = await startServerProcess(seeded.env, 60_000);
   const proxy = await startFaultyProxy(server.url);
   const client = new AgentChannel({ baseUrl: proxy.url, apiKey: seeded.key });
   const reconnects: unknown[] = [];
@@ -40,7 +40,7 @@ test('events() survives a server restart without losing or repeating an event', 
     await untilSeen(3); // turn.completed, action.pending, turn.completed
 
     await server.kill('SIGKILL');
-    server = await startServerProcess(seeded.env);
+    server = await startServerProcess(seeded.env, 60_000);
     // Written while the client is still reconnecting to a server it cannot reach yet.
     const direct = new AgentChannel({ baseUrl: server.url, apiKey: seeded.key });
     await direct.actions.approve((await direct.actions.list())[0]!.operation_id, { strict: true });

@@ -26,7 +26,7 @@ describe('the packed package', { skip: TEST_DB === 'postgres' && 'the package, n
     const tarball = join(project, (JSON.parse(packed) as { filename: string }[])[0]!.filename);
     writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'a-user-project', private: true, type: 'module' }));
     execFileSync('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', tarball], { cwd: project, encoding: 'utf8' });
-    server = await startServerProcess(seeded.env);
+    server = await startServerProcess(seeded.env, 60_000);
   }, { timeout: 180_000 });
   after(async () => {
     await server?.kill('SIGTERM');
