@@ -8,7 +8,7 @@ import pg from 'pg';
 
 const pgUrl = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const only = process.argv.slice(2); // optional file globs to narrow a local run
-const files = only.length > 0 ? only : ['src/**/*.test.ts'];
+const files = only.length > 0 ? only : ['src/**/*.test.ts', 'packages/*/test/**/*.test.ts'];
 
 async function postgresAnswers(): Promise<boolean> {
   const client = new pg.Client({ connectionString: pgUrl, connectionTimeoutMillis: 2000 });

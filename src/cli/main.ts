@@ -11,6 +11,7 @@ import { KEY_COMMANDS } from './commands/keys.ts';
 import { USER_COMMANDS } from './commands/users.ts';
 import { WEBHOOK_COMMANDS } from './commands/webhooks.ts';
 import { WORKSPACE_COMMANDS } from './commands/workspaces.ts';
+import { USER_USAGE } from '../../packages/client/src/cli/usage.ts';
 
 /**
  * The operator's commands, by group: each group's file holds its commands with their usage lines.
@@ -26,12 +27,17 @@ const COMMANDS: Commands = {
 
 const USAGE = `agent-channel <command> [flags]        (--help: this; --version: the release)
 
+Operator commands (on the server's machine; they use the database itself):
   serve                                             run the server (the default)
 ${Object.values(COMMANDS).map((command) => `  ${command.usage}`).join('\n')}
 
 DATABASE_URL selects the database (default sqlite:./data/agent-channel.db).
 serve takes no flags: its settings are environment variables (PORT, HOST, LOG_LEVEL, …),
-each described in docs/configuration.md, e.g. PORT=9000 agent-channel serve.`;
+each described in docs/configuration.md, e.g. PORT=9000 agent-channel serve.
+
+User commands (anywhere; they talk to a server over HTTP with an API key, docs/cli-client.md;
+bin/agent-channel.js hands them to the client package before this file is loaded):
+${USER_USAGE}`;
 
 /**
  * parseArgs' own words for a flag no command takes advise `-- "--port"`, a positional argument,
