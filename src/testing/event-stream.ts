@@ -61,7 +61,8 @@ export async function openStream(url: string, headers: Record<string, string>): 
   const hangUp = new AbortController();
   const response = await fetch(url, { headers: { ...headers, accept: 'text/event-stream' }, signal: hangUp.signal });
   if (!response.headers.get('content-type')?.startsWith('text/event-stream')) {
-    return { response, body: await response.json() };
+    // A problem (JSON), or a page of the web's (HTML) as its refusals are.
+    return { response, body: /json/.test(response.headers.get('content-type') ?? '') ? await response.json() : await response.text() };
   }
   const events: StreamedEvent[] = [];
   const comments: string[] = [];
