@@ -6,7 +6,7 @@ import { Problem } from '../domain/problems.ts';
 export const MAX_STREAMS_PER_HOLDER = 10;
 
 /** A comment line this often keeps a quiet stream (and the proxies on its way) open (§9.3: at most every 15 s). */
-export const HEARTBEAT_INTERVAL_MS = 10_000;
+const HEARTBEAT_INTERVAL_MS = 10_000;
 
 /**
  * The Server-Sent Events plugin (@fastify/sse). Its CommonJS export is the plugin itself (wrapped

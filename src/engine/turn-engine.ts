@@ -15,7 +15,7 @@ import { Transactions } from './transactions.ts';
 import type { RepeatableWork, UnitOfWork } from './unit-of-work.ts';
 
 export { isFinished, RUN_OUTCOMES } from './ports.ts';
-export type { Finisher, JobHandler, JobState, JobWatch, ReplyTurn, RunOutcome, TurnObserver } from './ports.ts';
+export type { Finisher, JobHandler, JobState, JobWatch, RunOutcome, TurnObserver } from './ports.ts';
 
 export interface TurnEngineOptions {
   store: Store;

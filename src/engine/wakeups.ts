@@ -25,10 +25,9 @@ export interface WakeupListener {
  */
 export class Wakeups {
   private readonly listeners = new Map<WakeupTopic, Set<() => void>>();
-  private readonly unsubscribe: () => void;
 
   constructor(bus: Bus) {
-    this.unsubscribe = bus.on((event) => {
+    bus.on((event) => {
       if (event.type === 'session_turn') this.wake(`session:${event.sessionId}`);
       else if (event.type === 'feed') for (const userId of event.userIds) this.wake(`feed:${userId}`);
     });
@@ -85,9 +84,5 @@ export class Wakeups {
   private wake(topic: WakeupTopic): void {
     const set = this.listeners.get(topic);
     if (set) for (const onChange of set) onChange();
-  }
-
-  close(): void {
-    this.unsubscribe();
   }
 }

@@ -4,7 +4,7 @@ import { parseOrThrow, Problem } from '../domain/problems.ts';
 import type { ApiKey } from '../store/schema.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
-import { localIsoNow as isoNow } from './clock.ts'; // isoNow: this machine's clock (see clock.ts)
+import { localIsoNow } from './clock.ts';
 import { isoNowOf } from '../store/shared-clock.ts';
 import type { CachedReads } from './cached-reads.ts';
 
@@ -119,7 +119,7 @@ export class KeysService {
 
   /** Revokes one of the user's own keys; another user's key is "not found". Permanent. */
   async revoke(userId: string, keyId: string): Promise<void> {
-    const now = isoNow();
+    const now = localIsoNow();
     await this.deps.store.db.transaction().execute(async (trx) => {
       const key = await trx.selectFrom('api_keys').select(['id', 'status']).where('id', '=', keyId).where('user_id', '=', userId).executeTakeFirst();
       if (!key) throw new Problem('not_found', 'No such key.');
@@ -142,7 +142,7 @@ export class KeysService {
       if (current !== next) {
         await trx.updateTable('api_keys').set({ status: next }).where('id', '=', keyId).execute();
         await trx.insertInto('audit_log').values({
-          at: isoNow(), actor_user_id: actorUserId, action: enabled ? 'key.enabled' : 'key.disabled', subject_id: keyId, details: null,
+          at: localIsoNow(), actor_user_id: actorUserId, action: enabled ? 'key.enabled' : 'key.disabled', subject_id: keyId, details: null,
         }).execute();
       }
       return next;

@@ -1,7 +1,8 @@
 import { API } from './harness.ts';
 
 /**
- * A Server-Sent Events client for the tests of `GET /events` over real HTTP: fetch and a
+ * A Server-Sent Events client for the tests of the event streams (the API's `GET /events`, the
+ * web's `/events/stream`) over real HTTP: fetch and a
  * line parser of its own (the text/event-stream format, WHATWG HTML §9.2.6), so that what is
  * checked is the bytes the server wrote, not what a library made of them.
  */
@@ -50,12 +51,18 @@ export interface Refused {
 export async function openEventStream(
   baseUrl: string, key: string, options: { lastEventId?: string; query?: string } = {},
 ): Promise<EventStream | Refused> {
-  const hangUp = new AbortController();
-  const headers: Record<string, string> = { accept: 'text/event-stream', authorization: `Bearer ${key}` };
+  const headers: Record<string, string> = { authorization: `Bearer ${key}` };
   if (options.lastEventId !== undefined) headers['last-event-id'] = options.lastEventId;
-  const response = await fetch(`${baseUrl}${API}/events${options.query ?? ''}`, { headers, signal: hangUp.signal });
+  return openStream(`${baseUrl}${API}/events${options.query ?? ''}`, headers);
+}
+
+/** `GET url` with `Accept: text/event-stream` and these headers (a key, a cookie): the open stream, or the answer when it is not a stream. */
+export async function openStream(url: string, headers: Record<string, string>): Promise<EventStream | Refused> {
+  const hangUp = new AbortController();
+  const response = await fetch(url, { headers: { ...headers, accept: 'text/event-stream' }, signal: hangUp.signal });
   if (!response.headers.get('content-type')?.startsWith('text/event-stream')) {
-    return { response, body: await response.json() };
+    // A problem (JSON), or a page of the web's (HTML) as its refusals are.
+    return { response, body: /json/.test(response.headers.get('content-type') ?? '') ? await response.json() : await response.text() };
   }
   const events: StreamedEvent[] = [];
   const comments: string[] = [];

@@ -41,23 +41,6 @@ export async function eventsOf(t: TestApp, user: Auth, sessionId: string): Promi
   return (await allEvents(t, user, `session_id=${sessionId}`)).map((event) => [event.type, event.data]);
 }
 
-/**
- * Waits until the user's feed holds events of these types (in this order, others between them
- * allowed): events are written as their changes commit, a little after the HTTP answer that
- * started them. Bounded: fails the test instead of hanging.
- */
-export async function eventsUntil(t: TestApp, user: Auth, types: string[], query = ''): Promise<FeedEventBody[]> {
-  let events: FeedEventBody[] = [];
-  for (let i = 0; i < 400; i++) {
-    events = await allEvents(t, user, query);
-    let next = 0;
-    for (const event of events) if (event.type === types[next]) next++;
-    if (next === types.length) return events;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  assert.fail(`the feed never held ${types.join(', ')}: ${JSON.stringify(events.map((e) => e.type))}`);
-}
-
 /** POST /sessions/{id}/cancel as `user`. */
 export function cancelSession(t: TestApp, user: Auth, sessionId: string): Promise<LightMyRequestResponse> {
   return t.inject({ method: 'POST', url: `${API}/sessions/${sessionId}/cancel`, headers: user.auth });

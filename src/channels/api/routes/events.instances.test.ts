@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { isStream, openEventStream, type EventStream } from '../../../testing/event-stream.ts';
+import { allEvents } from '../../../testing/feed.ts';
 import { API, freshDatabase, startTestApp, TEST_DB, type TestApp, type TestDatabase, type TestUser } from '../../../testing/harness.ts';
 import { answerOne, askQuestion, decideOne, draftAction, send, unique } from '../../../testing/missions.ts';
 
@@ -40,16 +41,6 @@ describe('several instances', { skip: TEST_DB !== 'postgres' && 'several instanc
     const opened = await openEventStream(urls.get(on)!, user.key, lastEventId === undefined ? {} : { lastEventId });
     assert.ok(isStream(opened), `not a stream: ${opened.response.status}`);
     return opened;
-  }
-
-  async function feedOf(on: TestApp, user: Pick<TestUser, 'key'>): Promise<any[]> {
-    const events: any[] = [];
-    for (;;) {
-      const res = await on.inject({ method: 'GET', url: `${API}/events?limit=200${events.length > 0 ? `&after=${events.at(-1).id}` : ''}`, headers: auth(user) });
-      assert.equal(res.statusCode, 200, res.body);
-      events.push(...res.json().events);
-      if (!res.json().has_more) return events;
-    }
   }
 
   /** Until no job of the shared database is queued or running. */
@@ -114,8 +105,8 @@ describe('several instances', { skip: TEST_DB !== 'postgres' && 'several instanc
   test('an /events long-poll held on A answers promptly with the event B writes', { timeout: 30_000 }, async () => {
     const u = await a.userWithAgent();
     const drafted = await draftAction(a, u, 'email', unique('settled through B'), { agentId: u.agentId });
-    const [last] = (await feedOf(a, u)).slice(-1);
-    const held = a.inject({ method: 'GET', url: `${API}/events?after=${last.id}`, headers: { ...u.auth, prefer: 'wait=20' } });
+    const [last] = (await allEvents(a, u)).slice(-1);
+    const held = a.inject({ method: 'GET', url: `${API}/events?after=${last!.id}`, headers: { ...u.auth, prefer: 'wait=20' } });
     const { answer, afterWriteMs } = await heldUntil(held, () => decideOne(b, u, { operation_id: drafted.operationId, decision: 'reject' }));
     assert.ok(afterWriteMs < 1500, `answered ${afterWriteMs} ms after the write`);
     assert.equal(answer.statusCode, 200);
@@ -130,7 +121,7 @@ describe('several instances', { skip: TEST_DB !== 'postgres' && 'several instanc
       const drafted = await draftAction(b, u, 'email', unique('drafted through B'), { agentId: u.agentId });
       await decideOne(b, u, { operation_id: drafted.operationId, decision: 'approve' });
       const streamed = await events.untilEvents(4); // the reply, action.pending; action.settled, the Done turn
-      assert.deepEqual(streamed.map((e) => e.json), await feedOf(b, u));
+      assert.deepEqual(streamed.map((e) => e.json), await allEvents(b, u));
       assert.deepEqual(streamed.map((e) => e.event).sort(), ['action.pending', 'action.settled', 'turn.completed', 'turn.completed']);
     } finally {
       events.close();
@@ -213,7 +204,7 @@ describe('several instances', { skip: TEST_DB !== 'postgres' && 'several instanc
       stop.abort();
       throw error;
     }
-    const finals = new Map<Owner, any[]>([[ann, await feedOf(a, ann)], [bob, await feedOf(b, bob)]]);
+    const finals = new Map<Owner, any[]>([[ann, await allEvents(a, ann)], [bob, await allEvents(b, bob)]]);
     // The readers catch up, then stop.
     const deadline = Date.now() + 30_000;
     while (readers.some((r) => r.seen.length < finals.get(r.person)!.length) && Date.now() < deadline) await pause(50);
@@ -224,7 +215,7 @@ describe('several instances', { skip: TEST_DB !== 'postgres' && 'several instanc
     for (const person of people) {
       const final = finals.get(person)!;
       assert.ok(final.length >= 6 * 3 * 3, `${person.email}: ${final.length} events`);
-      assert.deepEqual((await feedOf(person === ann ? b : a, person)).map((e) => e.id), final.map((e) => e.id), 'both instances give one feed');
+      assert.deepEqual((await allEvents(person === ann ? b : a, person)).map((e) => e.id), final.map((e) => e.id), 'both instances give one feed');
     }
     for (const [n, reader] of readers.entries()) {
       const final = finals.get(reader.person)!;
@@ -262,7 +253,7 @@ describe('several instances', { skip: TEST_DB !== 'postgres' && 'several instanc
     await pause(Math.max(0, sent + 3500 - Date.now())); // past the end of the sleep
     const messages = (await a.inject({ method: 'GET', url: `${API}/sessions/${opening.sessionId}/messages`, headers: u.auth })).json().messages;
     assert.deepEqual(messages.slice(2).map((m: any) => [m.role, m.text, m.error]), [['user', `!sleep 3000 ${text}`, undefined], ['agent', 'Cancelled.', 'cancelled']]);
-    const feed = await feedOf(a, u);
+    const feed = await allEvents(a, u);
     assert.deepEqual(feed.map((e) => e.type), ['turn.completed', 'turn.cancelled']);
   });
 });

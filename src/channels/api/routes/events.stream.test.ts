@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { isStream, openEventStream, type EventStream, type Refused } from '../../../testing/event-stream.ts';
+import { allEvents } from '../../../testing/feed.ts';
 import { API, seededDatabase, startTestApp, type TestApp, type TestUser } from '../../../testing/harness.ts';
 import { answerOne, askQuestion, decideOne, draftAction, queueDrained, send, unique } from '../../../testing/missions.ts';
 import { postMessage, startServerProcess } from '../../../testing/server-process.ts';
@@ -22,19 +23,6 @@ before(async () => {
 after(() => t.close());
 
 const proUser = () => t.userWithAgent({ plan: 'pro' });
-
-/** The whole JSON feed of `user`, page after page. */
-async function feedOf(user: Pick<TestUser, 'auth'>): Promise<any[]> {
-  const events: any[] = [];
-  for (;;) {
-    const after = events.length > 0 ? `&after=${events.at(-1).id}` : '';
-    const res = await t.inject({ method: 'GET', url: `${API}/events?limit=200${after}`, headers: user.auth });
-    assert.equal(res.statusCode, 200, res.body);
-    const page = res.json();
-    events.push(...page.events);
-    if (!page.has_more) return events;
-  }
-}
 
 async function stream(key: string, options: { lastEventId?: string; query?: string } = {}): Promise<EventStream> {
   const opened = await openEventStream(baseUrl, key, options);
@@ -65,10 +53,10 @@ test('each event is an id/event/data frame whose data is the event as the JSON f
     assert.equal(events.response.headers.get('cache-control'), 'no-cache');
     const { sessionId } = await send(t, u, unique('while streaming'), { agentId: u.agentId });
     const [first] = await events.untilEvents(1);
-    const feed = await feedOf(u);
+    const feed = await allEvents(t, u);
     assert.equal(feed.length, 2);
-    assert.deepEqual(first!.json, feed[1], 'the event written after the stream opened, not the one before');
-    assert.equal(first!.id, feed[1].id);
+    assert.deepEqual(first!.json, feed[1]!, 'the event written after the stream opened, not the one before');
+    assert.equal(first!.id, feed[1]!.id);
     assert.equal(first!.event, 'turn.completed');
     assert.equal(first!.json.session_id, sessionId);
   } finally {
@@ -79,7 +67,7 @@ test('each event is an id/event/data frame whose data is the event as the JSON f
 test('a stream starts after Last-Event-ID, else after `after`; Last-Event-ID wins over `after`', async () => {
   const u = await proUser();
   for (let i = 0; i < 3; i++) await send(t, u, unique(`turn ${i}`), { agentId: u.agentId });
-  const ids = (await feedOf(u)).map((e) => e.id);
+  const ids = (await allEvents(t, u)).map((e) => e.id);
   assert.equal(ids.length, 3);
   const cases = [
     { options: { lastEventId: ids[0] }, expected: ids.slice(1) },
@@ -123,7 +111,7 @@ test('a client that hangs up mid-stream and reconnects with the last id it saw, 
   const second = await t.runtime.services.agents.create(u.id, { agent_name: 'Second' });
   const first = await stream(u.key); // before anything is written: the whole feed is the stream's
   let finalFeed: any[] | null = null;
-  const producing = produceEvents(u, second.agent_id).then(() => queueDrained(t)).then(() => feedOf(u)).then((feed) => { finalFeed = feed; });
+  const producing = produceEvents(u, second.agent_id).then(() => queueDrained(t)).then(() => allEvents(t, u)).then((feed) => { finalFeed = feed; });
   producing.catch(() => {}); // awaited below; a failure ends the reading first
 
   const seen: any[] = [];
@@ -222,26 +210,26 @@ test('Last-Event-ID or `after` older than the oldest event kept: 410 cursor_expi
   const u = await proUser();
   const stranger = await proUser();
   await send(t, u, unique('soon expired'), { agentId: u.agentId });
-  const [expired] = await feedOf(u);
+  const [expired] = await allEvents(t, u);
   // Past the retention: everything recorded so far is purged (by the housekeeping's own call).
   await t.runtime.services.feed.purgeExpired(Date.now() + t.config.eventRetentionMs + 60_000);
   await send(t, u, unique('kept'), { agentId: u.agentId });
   await send(t, stranger, unique('not yours'), { agentId: stranger.agentId });
 
-  for (const options of [{ lastEventId: expired.id }, { query: `?after=${expired.id}` }]) {
+  for (const options of [{ lastEventId: expired!.id }, { query: `?after=${expired!.id}` }]) {
     const gone = await refused(u.key, options);
     assert.equal(gone.response.status, 410, JSON.stringify(options));
     assert.equal(gone.body.code, 'cursor_expired');
   }
-  const [kept] = await feedOf(u);
-  const [strangers] = await feedOf(stranger);
-  for (const lastEventId of ['nonsense', 'evt_0', 'evt_999999999', strangers.id]) {
+  const [kept] = await allEvents(t, u);
+  const [strangers] = await allEvents(t, stranger);
+  for (const lastEventId of ['nonsense', 'evt_0', 'evt_999999999', strangers!.id]) {
     const bad = await refused(u.key, { lastEventId });
     assert.equal(bad.response.status, 422, lastEventId);
     assert.equal(bad.body.code, 'validation_failed');
   }
   // The id of an event kept is a good cursor.
-  (await stream(u.key, { lastEventId: kept.id })).close();
+  (await stream(u.key, { lastEventId: kept!.id })).close();
 });
 
 test('a stream is refused for what the JSON feed refuses: limit outside 1–200 (422), a malformed cursor (422) before a session that is not the caller\'s (404)', async () => {
