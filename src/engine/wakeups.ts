@@ -3,6 +3,9 @@ import type { Bus } from './bus.ts';
 /** What a held request waits on: a session's next turn (§9.1), or a person's next feed event (§9.3). */
 export type WakeupTopic = `session:${string}` | `feed:${string}`;
 
+/** The topic woken by every person's feed events (`feed:<user id>` is one person's). */
+export const EVERYONE = 'feed:*';
+
 /** A request's place in line for one topic, from listen() until stop(). */
 export interface WakeupListener {
   /**
@@ -24,7 +27,10 @@ export class Wakeups {
   constructor(bus: Bus) {
     this.unsubscribe = bus.on((event) => {
       if (event.type === 'session_turn') this.wake(`session:${event.sessionId}`);
-      else if (event.type === 'feed') for (const userId of event.userIds) this.wake(`feed:${userId}`);
+      else if (event.type === 'feed') {
+        for (const userId of event.userIds) this.wake(`feed:${userId}`);
+        this.wake(EVERYONE);
+      }
     });
   }
 

@@ -10,6 +10,8 @@ import { LoginThrottle } from './login-throttle.ts';
 import { Housekeeping } from './housekeeping.ts';
 import { MissionsService } from './missions/index.ts';
 import { RequestCache } from './request-cache.ts';
+import { TelegramLinks } from './telegram/links.ts';
+import { TelegramRelay } from './telegram/relay.ts';
 import { WebSessionsService } from './web-sessions.ts';
 
 /** Every use case, wired once; channels and the CLI reach them through this object. */
@@ -23,6 +25,10 @@ export interface Services {
   webSessions: WebSessionsService;
   loginThrottle: LoginThrottle;
   housekeeping: Housekeeping;
+  /** Linking Telegram chats to accounts (the web app, the CLI and the bot use it). */
+  telegramLinks: TelegramLinks;
+  /** The Telegram channel's state: its inbox, chats, delivery cursors and lease. */
+  telegramRelay: TelegramRelay;
   /** What requests read of keys and agents, kept between them (the server looks for other processes' writes at each request). */
   requestCache: RequestCache;
 }
@@ -66,5 +72,7 @@ export function createServices({ store, config, engine, brain }: ServiceDeps): S
   const housekeeping = new Housekeeping({
     store, missions, feed, webSessions, loginThrottle, idempotencyTtlMs: config.idempotencyTtlMs, duplicateWindowMs: config.duplicateWindowMs,
   });
-  return { accounts, keys, agents, conversations, missions, feed, webSessions, loginThrottle, housekeeping, requestCache };
+  const telegramLinks = new TelegramLinks(store);
+  const telegramRelay = new TelegramRelay(store, feed);
+  return { accounts, keys, agents, conversations, missions, feed, webSessions, loginThrottle, housekeeping, requestCache, telegramLinks, telegramRelay };
 }
