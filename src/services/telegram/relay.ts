@@ -87,7 +87,7 @@ export class TelegramRelay {
 
   /** Takes or renews the lease for `leaseMs`: true while this instance holds it. */
   claimLease(owner: string, leaseMs: number): Promise<boolean> {
-    const now = this.store.clock.now();
+    const now = Math.floor(this.store.clock.now()); // (the shared clock has fractions of a millisecond; the column is whole)
     return repo.claimLease(this.store.db, LEASE_NAME, owner, now, now + leaseMs);
   }
 
