@@ -9,6 +9,7 @@ import { collapseRepeatedParameters, errorPage, formValue, tokensEqual, wantsJso
 import { cookieOptions, PRE_COOKIE, SESSION_COOKIE } from './cookies.ts';
 import { Sealer } from './flash.ts';
 import { accountRoutes } from './pages/account.ts';
+import { channelsRoutes } from './pages/channels.ts';
 import { keysRoutes } from './pages/keys.ts';
 import { agentsRoutes } from './pages/agents.ts';
 import { conversationsRoutes } from './pages/conversations.ts';
@@ -143,7 +144,7 @@ export function webChannel(deps: Omit<WebContext, 'sealer' | 'streams'>) {
       return reply.type(asset.type).send(asset.body);
     });
 
-    for (const routes of [accountRoutes, keysRoutes, agentsRoutes, conversationsRoutes, inboxRoutes, chatRoutes, feedRoutes]) routes(scope, ctx);
+    for (const routes of [accountRoutes, keysRoutes, channelsRoutes, agentsRoutes, conversationsRoutes, inboxRoutes, chatRoutes, feedRoutes]) routes(scope, ctx);
 
     // Pages that do not exist: an HTML page for browsers; anything else keeps the problem+json 404
     // (unknown API URLs never get here: see installErrorHandling).

@@ -162,11 +162,12 @@ function minutesInWords(ms: number): string {
   return `${word} minute${minutes === 1 ? '' : 's'}`;
 }
 
-function accountHeader(tab: 'profile' | 'keys'): SafeHtml {
+export function accountHeader(tab: 'profile' | 'keys' | 'channels'): SafeHtml {
   return html`<h1>Account</h1>
     <nav class="tabs" aria-label="Account sections">
       <a href="/account"${tab === 'profile' ? html` aria-current="page"` : ''}>Profile</a>
       <a href="${KEYS_PATH}"${tab === 'keys' ? html` aria-current="page"` : ''}>API keys</a>
+      <a href="/account/channels"${tab === 'channels' ? html` aria-current="page"` : ''}>Channels</a>
     </nav>`;
 }
 
