@@ -167,7 +167,10 @@ export class FakeBotApi {
       return answer(res, 429, { ok: false, error_code: 429, description: `Too Many Requests: retry after ${failure.retryAfter}`, parameters: { retry_after: failure.retryAfter } });
     }
     try {
-      const result = await this.run(method, params);
+      // A held call's client may go (a killed process): the call then stops counting as polling.
+      const client = { gone: false };
+      res.once('close', () => { client.gone = true; for (const wake of this.pollWaiters) wake(); });
+      const result = await this.run(method, params, client);
       answer(res, 200, { ok: true, result });
     } catch (error) {
       const { code, description } = error as { code: number; description: string };
@@ -175,10 +178,10 @@ export class FakeBotApi {
     }
   }
 
-  private async run(method: string, p: Record<string, any>): Promise<unknown> {
+  private async run(method: string, p: Record<string, any>, client: { gone: boolean }): Promise<unknown> {
     switch (method) {
       case 'getMe': return BOT_USER;
-      case 'getUpdates': return this.getUpdates(p);
+      case 'getUpdates': return this.getUpdates(p, client);
       case 'setWebhook':
         this.webhook = { url: String(p.url), secret: p.secret_token };
         void this.pushToWebhook();
@@ -212,7 +215,8 @@ export class FakeBotApi {
     }
   }
 
-  private async getUpdates(p: Record<string, any>): Promise<unknown[]> {
+  /** A held call counts as polling until it is answered or its client goes (a killed process's). */
+  private async getUpdates(p: Record<string, any>, client: { gone: boolean }): Promise<unknown[]> {
     if (this.webhook) throw { code: 409, description: "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first" };
     const offset = Number(p.offset ?? 0);
     if (offset > this.confirmed) this.confirmed = offset;
@@ -223,7 +227,7 @@ export class FakeBotApi {
     this.maxConcurrentPolls = Math.max(this.maxConcurrentPolls, this.polling);
     try {
       const deadline = Date.now() + timeoutMs;
-      while (this.updates.length === 0 && Date.now() < deadline && this.server?.listening) {
+      while (this.updates.length === 0 && Date.now() < deadline && this.server?.listening && !client.gone) {
         await new Promise<void>((resolve) => {
           const wake = () => { clearTimeout(timer); this.pollWaiters.delete(wake); resolve(); };
           const timer = setTimeout(wake, deadline - Date.now());
