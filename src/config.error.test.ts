@@ -1,7 +1,7 @@
 /** Settings that cannot work stop the server before it opens anything, saying what to set. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { loadConfig } from './config.ts';
+import { loadConfig, settingsForLog } from './config.ts';
 
 test('an unknown RATE_LIMIT_STORE is refused with the values it may take', () => {
   assert.throws(() => loadConfig({ RATE_LIMIT_STORE: 'bogus' }),
@@ -161,4 +161,19 @@ test('EVENT_RETENTION_HOURS: a week unless set, from 1 hour to a year; anything 
     assert.throws(() => loadConfig({ EVENT_RETENTION_HOURS: bad }),
       new RegExp(`^Error: EVENT_RETENTION_HOURS must be an integer between 1 and 8760 \\(got "${bad.replace('.', '\\.')}"\\)$`), bad);
   }
+});
+
+test('TELEGRAM_*: off without a token; a malformed token, API root, secret or lease is refused naming the setting, never echoing the token', () => {
+  assert.equal(loadConfig({}).telegram, null);
+  const token = '123456789:AAEabcdefghijklmnopqrstuvwxyz012345';
+  const on = loadConfig({ TELEGRAM_BOT_TOKEN: token, TELEGRAM_API_ROOT: 'http://127.0.0.1:8081/' });
+  assert.equal(on.telegram?.apiRoot, 'http://127.0.0.1:8081');
+  assert.equal(on.telegram?.webhookUrl, null);
+  assert.equal(on.telegram?.leaseMs, 15_000);
+  assert.ok(!JSON.stringify(settingsForLog(on)).includes(token));
+  const bad = 'not-a-token-secret-value';
+  assert.throws(() => loadConfig({ TELEGRAM_BOT_TOKEN: bad }), (error: Error) => /^TELEGRAM_BOT_TOKEN must be/.test(error.message) && !error.message.includes(bad));
+  assert.throws(() => loadConfig({ TELEGRAM_BOT_TOKEN: token, TELEGRAM_API_ROOT: 'ftp://x' }), /^Error: TELEGRAM_API_ROOT must be/);
+  assert.throws(() => loadConfig({ TELEGRAM_BOT_TOKEN: token, TELEGRAM_WEBHOOK_SECRET: 'short' }), /^Error: TELEGRAM_WEBHOOK_SECRET must be/);
+  assert.throws(() => loadConfig({ TELEGRAM_BOT_TOKEN: token, TELEGRAM_LEASE_MS: '10' }), /^Error: TELEGRAM_LEASE_MS must be an integer between 1000 and 600000/);
 });
