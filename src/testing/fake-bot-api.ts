@@ -118,7 +118,7 @@ export class FakeBotApi {
   }
 
   /** Waits (up to `timeoutMs`) until `check` gives something other than undefined/false, and returns it. */
-  async waitFor<T>(check: () => T | undefined | false | null, timeoutMs = 15_000, what = 'the bot'): Promise<T> {
+  async waitFor<T>(check: () => T | undefined | false | null, timeoutMs = 30_000, what = 'the bot'): Promise<T> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const value = check();

@@ -23,9 +23,9 @@ after(async () => {
   await fake.close();
 });
 
-const start = async () => { server = await startServerProcess({ ...seeded.env, ...telegramEnv(fake) }); };
+const start = async () => { server = await startServerProcess({ ...seeded.env, ...telegramEnv(fake) }, 60_000); };
 
-test('kill -9 mid-turn, and again with a reply not yet delivered: both replies arrive after the restart, once each', { timeout: 120_000 }, async () => {
+test('kill -9 mid-turn, and again with a reply not yet delivered: both replies arrive after the restart, once each', { timeout: 300_000 }, async () => {
   await start();
   const cli = await runCli({ ...seeded.env, SCRYPT_COST_LOG2: '10' }, 'telegram', 'link-code', '--email', EMAIL);
   assert.equal(cli.code, 0, cli.stderr);
@@ -37,10 +37,10 @@ test('kill -9 mid-turn, and again with a reply not yet delivered: both replies a
   let seen = fake.botMessages(chat).length;
   const typingBefore = fake.callsOf('sendChatAction').length;
   fake.send(chat, '!sleep 4000 cut off mid-turn');
-  await fake.waitFor(() => fake.callsOf('sendChatAction').length > typingBefore, 20_000, 'the turn to start');
+  await fake.waitFor(() => fake.callsOf('sendChatAction').length > typingBefore, 60_000, 'the turn to start');
   assert.deepEqual((await server!.kill('SIGKILL')).signal, 'SIGKILL');
   await start();
-  const reply = await fake.nextBotMessage(chat, seen, (m) => m.text.startsWith('You said'), 40_000);
+  const reply = await fake.nextBotMessage(chat, seen, (m) => m.text.startsWith('You said'), 60_000);
   assert.equal(reply.text, 'You said: cut off mid-turn');
 
   // 2. A reply written, its delivery held back (429) when the process dies.
@@ -48,10 +48,10 @@ test('kill -9 mid-turn, and again with a reply not yet delivered: both replies a
   fake.failNext('sendMessage', 1, 30);
   const sentBefore = fake.callsOf('sendMessage').length;
   fake.send(chat, 'written before the kill');
-  await fake.waitFor(() => fake.callsOf('sendMessage').length > sentBefore, 20_000, 'the refused delivery');
+  await fake.waitFor(() => fake.callsOf('sendMessage').length > sentBefore, 60_000, 'the refused delivery');
   await server!.kill('SIGKILL');
   await start();
-  const late = await fake.nextBotMessage(chat, seen, () => true, 40_000);
+  const late = await fake.nextBotMessage(chat, seen, () => true, 60_000);
   assert.equal(late.text, 'You said: written before the kill');
 
   // Once each, whatever was handled again after the restarts.

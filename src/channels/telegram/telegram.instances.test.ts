@@ -25,14 +25,14 @@ after(async () => {
 const LEADING = 'telegram: this instance now polls and delivers';
 const leads = (server: ServerProcess) => server.output().includes(LEADING);
 
-test('two instances: one poller; kill -9 it and the other takes over', { skip: TEST_DB !== 'postgres', timeout: 120_000 }, async () => {
+test('two instances: one poller; kill -9 it and the other takes over', { skip: TEST_DB !== 'postgres', timeout: 300_000 }, async () => {
   const start = async (id: string) => {
-    const server = await startServerProcess({ ...seeded.env, ...telegramEnv(fake), INSTANCE_ID: id });
+    const server = await startServerProcess({ ...seeded.env, ...telegramEnv(fake), INSTANCE_ID: id }, 60_000);
     servers.push(server);
     return server;
   };
   const first = await start('tg-a');
-  await fake.waitFor(() => leads(first), 15_000, 'the first instance to lead');
+  await fake.waitFor(() => leads(first), 60_000, 'the first instance to lead');
   const second = await start('tg-b');
 
   const cli = await runCli({ ...seeded.env, SCRYPT_COST_LOG2: '10' }, 'telegram', 'link-code', '--email', EMAIL);
@@ -52,7 +52,7 @@ test('two instances: one poller; kill -9 it and the other takes over', { skip: T
   await first.kill('SIGKILL');
   const seen = fake.botMessages(chat).length;
   fake.send(chat, 'after the take-over');
-  assert.equal((await fake.nextBotMessage(chat, seen, () => true, 30_000)).text, 'You said: after the take-over');
+  assert.equal((await fake.nextBotMessage(chat, seen, () => true, 60_000)).text, 'You said: after the take-over');
   assert.equal(leads(second), true);
   assert.equal(fake.maxConcurrentPolls, 1);
 });
