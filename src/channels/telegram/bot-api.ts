@@ -39,9 +39,12 @@ export function isPermanentRefusal(error: unknown): boolean {
 
 /** A failure worth saying without its request (the token is in the URL grammY reports: never logged). */
 export function describeBotError(error: unknown): string {
-  if (error instanceof GrammyError) return `${error.method}: ${error.error_code} ${error.description}`;
-  if (error instanceof HttpError) return `network: ${(error.error as Error)?.message ?? 'unreachable'}`;
-  return (error as Error)?.message ?? String(error);
+  let text: string;
+  if (error instanceof GrammyError) text = `${error.method}: ${error.error_code} ${error.description}`;
+  else if (error instanceof HttpError) text = `network: ${(error.error as Error)?.message ?? 'unreachable'}`;
+  else text = (error as Error)?.message ?? String(error);
+  // A network error may name the URL called, which holds the token.
+  return text.replace(/bot\d+:[A-Za-z0-9_-]+/g, 'bot<token>');
 }
 
 export { sleep };
