@@ -9,6 +9,7 @@ import { jsonSchemaTransform, jsonSchemaTransformObject, validatorCompiler } fro
 import { API_PREFIX, apiChannel } from './channels/api/index.ts';
 import { clientErrorProblem, installErrorHandling } from './channels/api/plugins/errors.ts';
 import { withExtraFieldsAllowed, withoutUnreferencedSchemas, withResponseHeaders, type RouteResponseHeaders } from './channels/api/openapi.ts';
+import { telegramChannel } from './channels/telegram/index.ts';
 import { webChannel } from './channels/web/index.ts';
 import { mcpChannel } from './channels/mcp/index.ts';
 import { RELEASE } from './release.ts';
@@ -241,5 +242,11 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
   await app.register(webChannel({
     services: runtime.services, config: runtime.config, rateLimiter: runtime.rateLimiter, clock: runtime.store.clock,
   }));
+  if (runtime.config.telegram) {
+    await app.register(telegramChannel({
+      settings: runtime.config.telegram, services: runtime.services, instanceId: runtime.config.instanceId,
+      log: (level, message, fields = {}) => app.log[level](fields, message),
+    }));
+  }
   return app;
 }

@@ -1,7 +1,7 @@
 /** Settings that cannot work stop the server before it opens anything, saying what to set. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { loadConfig } from './config.ts';
+import { loadConfig, settingsForLog } from './config.ts';
 
 test('an unknown RATE_LIMIT_STORE is refused with the values it may take', () => {
   assert.throws(() => loadConfig({ RATE_LIMIT_STORE: 'bogus' }),
@@ -187,4 +187,19 @@ test('LISTEN_BACKLOG: 4096 unless set, from 1 up; RUNNER_CONCURRENCY: 10000 unle
   assert.equal(loadConfig({}).runnerConcurrency, 10_000);
   assert.equal(loadConfig({ RUNNER_CONCURRENCY: '256' }).runnerConcurrency, 256);
   assert.throws(() => loadConfig({ RUNNER_CONCURRENCY: '0' }), /^Error: RUNNER_CONCURRENCY must be an integer between 1 and 1000000 \(got "0"\)$/);
+});
+
+test('TELEGRAM_*: off without a token; a malformed token, API root, secret or lease is refused naming the setting, never echoing the token', () => {
+  assert.equal(loadConfig({}).telegram, null);
+  const token = '123456789:AAEabcdefghijklmnopqrstuvwxyz012345';
+  const on = loadConfig({ TELEGRAM_BOT_TOKEN: token, TELEGRAM_API_ROOT: 'http://127.0.0.1:8081/' });
+  assert.equal(on.telegram?.apiRoot, 'http://127.0.0.1:8081');
+  assert.equal(on.telegram?.webhookUrl, null);
+  assert.equal(on.telegram?.leaseMs, 15_000);
+  assert.ok(!JSON.stringify(settingsForLog(on)).includes(token));
+  const bad = 'not-a-token-secret-value';
+  assert.throws(() => loadConfig({ TELEGRAM_BOT_TOKEN: bad }), (error: Error) => /^TELEGRAM_BOT_TOKEN must be/.test(error.message) && !error.message.includes(bad));
+  assert.throws(() => loadConfig({ TELEGRAM_BOT_TOKEN: token, TELEGRAM_API_ROOT: 'ftp://x' }), /^Error: TELEGRAM_API_ROOT must be/);
+  assert.throws(() => loadConfig({ TELEGRAM_BOT_TOKEN: token, TELEGRAM_WEBHOOK_SECRET: 'short' }), /^Error: TELEGRAM_WEBHOOK_SECRET must be/);
+  assert.throws(() => loadConfig({ TELEGRAM_BOT_TOKEN: token, TELEGRAM_LEASE_MS: '10' }), /^Error: TELEGRAM_LEASE_MS must be an integer between 1000 and 600000/);
 });

@@ -1,6 +1,7 @@
 import proxyAddr from '@fastify/proxy-addr';
 import { resolve } from 'node:path';
 import { DEFAULT_HISTORY_CHARACTERS, type ModelProvider, type ModelSettings } from './brains/model-settings.ts';
+import { TELEGRAM_DEFAULT_API_ROOT, type TelegramSettings } from './channels/telegram/settings.ts';
 import { shownUrl } from './domain/shown-url.ts';
 import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule } from './domain/webhooks.ts';
 import { isRateLimitStore, POSTGRES_LIMITER_NEEDS_POSTGRES, RATE_LIMIT_STORES, resolvedRateLimitStore, type RateLimitStore } from './ratelimit/select.ts';
@@ -49,6 +50,8 @@ export interface Config {
   webhookRetryScheduleMs: number[];
   /** WEBHOOK_ALLOW_PRIVATE_URLS: webhooks may go to http:// and private addresses. */
   webhookAllowPrivateUrls: boolean;
+  /** The Telegram channel; null (no TELEGRAM_BOT_TOKEN): off. */
+  telegram: TelegramSettings | null;
 }
 
 /** pino's levels. */
@@ -183,6 +186,27 @@ function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean 
   throw new Error(`${name} must be true or false (got "${env[name]}")`);
 }
 
+/** TELEGRAM_*: the Telegram channel, on when TELEGRAM_BOT_TOKEN is set (docs/telegram.md). */
+function loadTelegramSettings(env: NodeJS.ProcessEnv): TelegramSettings | null {
+  const token = env.TELEGRAM_BOT_TOKEN ?? '';
+  if (token === '') return null;
+  // Never echoed: it is the bot's password.
+  if (!/^\d{1,20}:[A-Za-z0-9_-]{20,100}$/.test(token)) throw new Error('TELEGRAM_BOT_TOKEN must be a token as BotFather gives it, such as 123456789:AAE… (digits, a colon, then letters, digits, _ and -)');
+  const apiRoot = (env.TELEGRAM_API_ROOT || TELEGRAM_DEFAULT_API_ROOT).replace(/\/+$/, '');
+  checkUrlSetting('TELEGRAM_API_ROOT', apiRoot, ['http:', 'https:'], 'an http:// or https:// URL, such as https://api.telegram.org');
+  const webhookUrl = env.TELEGRAM_WEBHOOK_URL || null;
+  if (webhookUrl !== null) checkUrlSetting('TELEGRAM_WEBHOOK_URL', webhookUrl, ['https:', 'http:'], 'the https:// URL at which Telegram reaches this server\'s /telegram/webhook');
+  const webhookSecret = env.TELEGRAM_WEBHOOK_SECRET || null;
+  if (webhookSecret !== null && !/^[A-Za-z0-9_-]{16,256}$/.test(webhookSecret)) {
+    throw new Error('TELEGRAM_WEBHOOK_SECRET must be 16 to 256 characters of A-Z, a-z, 0-9, _ and - (Telegram\'s rule)');
+  }
+  return {
+    botToken: token, apiRoot, webhookUrl, webhookSecret,
+    leaseMs: int(env, 'TELEGRAM_LEASE_MS', 15_000, 1_000, 600_000),
+    pollTimeoutSeconds: int(env, 'TELEGRAM_POLL_TIMEOUT_SECONDS', 25, 0, 50),
+  };
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const maxRateLimitPerMinute = int(env, 'MAX_RATE_LIMIT_PER_MINUTE', 10_000, 1, 100_000_000);
   // Unset: follow the database (memory on SQLite, postgres on PostgreSQL); see ratelimit/select.ts.
@@ -241,6 +265,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     model,
     webhookRetryScheduleMs: parseRetrySchedule(env.WEBHOOK_RETRY_SCHEDULE || DEFAULT_RETRY_SCHEDULE),
     webhookAllowPrivateUrls: bool(env, 'WEBHOOK_ALLOW_PRIVATE_URLS', false),
+    telegram: loadTelegramSettings(env),
   };
 }
 
@@ -271,5 +296,6 @@ export function settingsForLog(config: Config): Record<string, unknown> {
     agents: config.model
       ? { provider: config.model.provider, model: config.model.name, ...(config.model.baseUrl ? { baseUrl: shownUrl(config.model.baseUrl) } : {}) }
       : 'built-in',
+    telegram: config.telegram ? { apiRoot: shownUrl(config.telegram.apiRoot), mode: config.telegram.webhookUrl ? 'webhook' : 'long polling' } : 'off',
   };
 }

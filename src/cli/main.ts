@@ -8,6 +8,7 @@ import { isStoreUnavailable } from '../store/unavailable.ts';
 import { describeProblem, UsageError, type Commands, type Flags, type Out } from './command.ts';
 import { FILE_COMMANDS } from './commands/files.ts';
 import { KEY_COMMANDS } from './commands/keys.ts';
+import { TELEGRAM_COMMANDS } from './commands/telegram.ts';
 import { USER_COMMANDS } from './commands/users.ts';
 import { WEBHOOK_COMMANDS } from './commands/webhooks.ts';
 import { WORKSPACE_COMMANDS } from './commands/workspaces.ts';
@@ -23,6 +24,7 @@ const COMMANDS: Commands = {
   ...WORKSPACE_COMMANDS,
   ...FILE_COMMANDS,
   ...WEBHOOK_COMMANDS,
+  ...TELEGRAM_COMMANDS,
 };
 
 const USAGE = `agent-channel <command> [flags]        (--help: this; --version: the release)

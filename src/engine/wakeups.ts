@@ -9,6 +9,9 @@ export interface Hold {
   signal?: AbortSignal | undefined;
 }
 
+/** The topic woken by every person's feed events (`feed:<user id>` is one person's). */
+export const EVERYONE = 'feed:*';
+
 /** A request's place in line for one topic, from listen() until stop(). */
 export interface WakeupListener {
   /**
@@ -29,7 +32,10 @@ export class Wakeups {
   constructor(bus: Bus) {
     bus.on((event) => {
       if (event.type === 'session_turn') this.wake(`session:${event.sessionId}`);
-      else if (event.type === 'feed') for (const userId of event.userIds) this.wake(`feed:${userId}`);
+      else if (event.type === 'feed') {
+        for (const userId of event.userIds) this.wake(`feed:${userId}`);
+        this.wake(EVERYONE);
+      }
     });
   }
 

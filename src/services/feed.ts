@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { type FeedEvent, FeedEventSchema, positionOf } from '../domain/feed-events.ts';
 import { PAGE_LIMIT, pageLimit } from '../domain/paging.ts';
 import { Problem } from '../domain/problems.ts';
-import type { Hold, Wakeups } from '../engine/wakeups.ts';
+import { EVERYONE, type Hold, type WakeupListener, type Wakeups } from '../engine/wakeups.ts';
 import { cursorStanding, deleteEventsBefore, newestPosition, readEvents } from '../store/repos/events.ts';
 import type { Store } from '../store/store.ts';
 import { findOwnSession } from './conversations/transcripts.ts';
@@ -104,6 +104,11 @@ export class FeedService {
     } finally {
       listener.stop();
     }
+  }
+
+  /** Wakes at every person's next event, from now on (the Telegram channel delivers everyone's). */
+  listenToEveryone(): WakeupListener {
+    return this.deps.wakeups.listen(EVERYONE);
   }
 
   /** Deletes events past the retention; returns how many (housekeeping). */

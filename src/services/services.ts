@@ -10,6 +10,8 @@ import { LoginThrottle } from './login-throttle.ts';
 import { Housekeeping } from './housekeeping.ts';
 import { MissionsService } from './missions/index.ts';
 import { RequestCache } from './request-cache.ts';
+import { TelegramLinks } from './telegram/links.ts';
+import { TelegramRelay } from './telegram/relay.ts';
 import { WebSessionsService } from './web-sessions.ts';
 import { SecretBox } from './webhooks/secret-box.ts';
 import { WebhooksService } from './webhooks/index.ts';
@@ -26,6 +28,10 @@ export interface Services {
   loginThrottle: LoginThrottle;
   housekeeping: Housekeeping;
   webhooks: WebhooksService;
+  /** Linking Telegram chats to accounts (the web app, the CLI and the bot use it). */
+  telegramLinks: TelegramLinks;
+  /** The Telegram channel's state: its inbox, chats, delivery cursors and lease. */
+  telegramRelay: TelegramRelay;
   /** What requests read of keys and agents, kept between them (the server looks for other processes' writes at each request). */
   requestCache: RequestCache;
 }
@@ -71,5 +77,7 @@ export function createServices({ store, config, engine, brain, secrets = new Sec
     store, missions, feed, webSessions, loginThrottle, idempotencyTtlMs: config.idempotencyTtlMs, duplicateWindowMs: config.duplicateWindowMs,
   });
   const webhooks = new WebhooksService({ store, secrets, allowPrivateUrls: config.webhookAllowPrivateUrls });
-  return { accounts, keys, agents, conversations, missions, feed, webSessions, loginThrottle, housekeeping, webhooks, requestCache };
+  const telegramLinks = new TelegramLinks(store);
+  const telegramRelay = new TelegramRelay(store, feed);
+  return { accounts, keys, agents, conversations, missions, feed, webSessions, loginThrottle, housekeeping, webhooks, requestCache, telegramLinks, telegramRelay };
 }

@@ -26,6 +26,11 @@ export interface DB {
   events: EventsTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  telegram_link_codes: TelegramLinkCodesTable;
+  telegram_chats: TelegramChatsTable;
+  telegram_updates: TelegramUpdatesTable;
+  telegram_messages: TelegramMessagesTable;
+  telegram_lease: TelegramLeaseTable;
 }
 
 /** An account's webhook endpoint (contract §9.5; repos/webhooks.ts). */
@@ -272,4 +277,48 @@ export interface InstanceSecretsTable {
   name: string;
   value: string; // base64
   created_at: string;
+}
+
+/** A one-time code that links a Telegram chat to an account (its SHA-256, hex). */
+export interface TelegramLinkCodesTable {
+  code_hash: string;
+  user_id: string;
+  expires_at: string;
+  used_at: string | null;
+  created_at: string;
+}
+
+/** A linked Telegram chat: whose it is, the agent and session it talks to, and the event position delivered up to. */
+export interface TelegramChatsTable {
+  chat_id: string;
+  user_id: string;
+  agent_id: string | null;
+  session_id: string | null;
+  event_cursor: ColumnType<number, number, number>; // a bigint (string) from PostgreSQL
+  linked_at: string;
+}
+
+/** An update received from Telegram, kept until handled: its update_id drops a redelivery. */
+export interface TelegramUpdatesTable {
+  update_id: number;
+  payload: string; // JSON
+  status: 'pending' | 'done';
+  received_at: string;
+}
+
+/** A message of the bot's that settles an action or a question (its buttons, or a force-reply). */
+export interface TelegramMessagesTable {
+  chat_id: string;
+  message_id: number;
+  item_id: string;
+  purpose: 'action' | 'question' | 'reject_reason';
+  open: number;
+  choices: string | null; // JSON: a question's answers offered as buttons
+}
+
+/** Which instance polls Telegram and delivers to it, until when (ms by the store's clock). */
+export interface TelegramLeaseTable {
+  name: string;
+  owner: string;
+  expires_at: number;
 }

@@ -25,6 +25,7 @@ import * as m007MembershipsRole from './migrations/007_memberships_role.ts';
 import * as m008LoginAttempts from './migrations/008_login_attempts.ts';
 import * as m009Events from './migrations/009_events.ts';
 import * as m010Webhooks from './migrations/010_webhooks.ts';
+import * as m011Telegram from './migrations/011_telegram.ts';
 
 /** The Store port: one Kysely handle over SQLite or PostgreSQL, migrated on open. */
 export interface Store {
@@ -290,6 +291,7 @@ export function migrationsFor(dialect: Dialect): Record<string, Migration> {
     '008_login_attempts': { up: (db) => m008LoginAttempts.up(db) },
     '009_events': { up: (db) => m009Events.up(db, dialect) },
     '010_webhooks': { up: (db) => m010Webhooks.up(db, dialect) },
+    '011_telegram': { up: (db) => m011Telegram.up(db, dialect) },
   };
 }
 

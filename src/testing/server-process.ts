@@ -26,7 +26,8 @@ export async function startServerProcess(env: Record<string, string>, timeoutMs 
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), timeoutMs);
+    // A server that did not start in time is stopped: left running, it would hold the test process open.
+    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`server did not start:\n${output}`)); }, timeoutMs);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output);

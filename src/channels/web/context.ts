@@ -24,6 +24,8 @@ export interface WebSettings {
   maxRateLimitPerMinute: number;
   waitCeilingMs: number;
   webChatRateLimitPerMinute: number;
+  /** The Telegram channel's settings; null: off (Account → Channels says how to turn it on). */
+  telegram: object | null;
 }
 
 /** What every web page reaches services through. */

@@ -9,6 +9,7 @@ import { collapseRepeatedParameters, errorPage, formValue, tokensEqual, wantsJso
 import { cookieOptions, PRE_COOKIE, SESSION_COOKIE } from './cookies.ts';
 import { Sealer } from './flash.ts';
 import { accountRoutes } from './pages/account.ts';
+import { channelsRoutes } from './pages/channels.ts';
 import { keysRoutes } from './pages/keys.ts';
 import { webhooksRoutes } from './pages/webhooks.ts';
 import { agentsRoutes } from './pages/agents.ts';
@@ -142,7 +143,7 @@ export function webChannel(deps: Omit<WebContext, 'sealer' | 'streams'>) {
       return reply.type(asset.type).send(asset.body);
     });
 
-    for (const routes of [accountRoutes, keysRoutes, webhooksRoutes, agentsRoutes, conversationsRoutes, inboxRoutes, chatRoutes, feedRoutes]) routes(scope, ctx);
+    for (const routes of [accountRoutes, keysRoutes, webhooksRoutes, channelsRoutes, agentsRoutes, conversationsRoutes, inboxRoutes, chatRoutes, feedRoutes]) routes(scope, ctx);
 
     // Pages that do not exist: an HTML page for browsers; anything else keeps the problem+json 404
     // (unknown API URLs never get here: see installErrorHandling).

@@ -162,13 +162,14 @@ function minutesInWords(ms: number): string {
   return `${word} minute${minutes === 1 ? '' : 's'}`;
 }
 
-/** The account page's heading and tabs (the webhooks page shows them too). */
-export function accountHeader(tab: 'profile' | 'keys' | 'webhooks'): SafeHtml {
+/** The account page's heading and tabs (the webhooks and channels pages show them too). */
+export function accountHeader(tab: 'profile' | 'keys' | 'webhooks' | 'channels'): SafeHtml {
   return html`<h1>Account</h1>
     <nav class="tabs" aria-label="Account sections">
       <a href="/account"${tab === 'profile' ? html` aria-current="page"` : ''}>Profile</a>
       <a href="${KEYS_PATH}"${tab === 'keys' ? html` aria-current="page"` : ''}>API keys</a>
       <a href="/account/webhooks"${tab === 'webhooks' ? html` aria-current="page"` : ''}>Webhooks</a>
+      <a href="/account/channels"${tab === 'channels' ? html` aria-current="page"` : ''}>Channels</a>
     </nav>`;
 }
 

@@ -1,0 +1,79 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, test } from 'node:test';
+import { chromium } from 'playwright-core';
+import { FakeBotApi, type FakeMessage } from '../../testing/fake-bot-api.ts';
+import type { TestApp } from '../../testing/harness.ts';
+import { linkChat, newChatId, say, startTelegramApp } from '../../testing/telegram.ts';
+import { transcriptPage } from '../../testing/telegram-transcript.ts';
+
+/**
+ * A conversation in Telegram (a reply, an action approved with its button, a question answered
+ * wrongly then rightly), as the fake Bot API recorded it, drawn as a Telegram client shows it and
+ * rendered by chromium: docs/screenshots/telegram-conversation.png with UPDATE_SCREENSHOTS=1.
+ */
+
+const CHROMIUM = '/usr/bin/chromium';
+const SHOTS = process.env.UPDATE_SCREENSHOTS === '1'
+  ? fileURLToPath(new URL('../../../docs/screenshots/', import.meta.url))
+  : mkdtempSync(join(tmpdir(), 'agent-channel-telegram-shots-'));
+const skip = process.env.TEST_DB === 'postgres' ? 'browser tests run once, in the SQLite pass'
+  : !existsSync(CHROMIUM) && process.env.CI !== 'true' ? `no browser at ${CHROMIUM}` : false;
+
+let fake: FakeBotApi;
+let t: TestApp;
+before(async () => {
+  if (skip) return;
+  fake = await new FakeBotApi().start();
+  t = await startTelegramApp(fake);
+});
+after(async () => {
+  if (process.env.UPDATE_SCREENSHOTS !== '1') rmSync(SHOTS, { recursive: true, force: true });
+  if (skip) return;
+  await t.close();
+  await fake.close();
+});
+
+test('a Telegram conversation, rendered: replies, an approved action and an answered question', { skip, timeout: 120_000 }, async () => {
+  const owner = await t.userWithAgent({ agentName: 'Helper' });
+  const chat = newChatId();
+  await linkChat(t, fake, owner.id, chat);
+  const shown = new Map<number, string[]>(); // the buttons each message had when it came
+  const remember = (m: FakeMessage) => shown.set(m.message_id, (m.reply_markup?.inline_keyboard ?? []).flat().map((b: { text: string }) => b.text));
+
+  await say(fake, chat, 'Hi! Can you send the weekly report to the team?');
+  const permission = (await say(fake, chat, '!action email Send the weekly report to team@acme.example', (text) => text.startsWith('🔐'))).reply;
+  remember(permission);
+  let seen = fake.botMessages(chat).length;
+  fake.press(chat, permission.message_id, permission.reply_markup.inline_keyboard[0][0].callback_data);
+  await fake.nextBotMessage(chat, seen, (m) => m.text.startsWith('Done'));
+  const question = (await say(fake, chat, '!ask number How many people should get it?', (text) => text.startsWith('❓'))).reply;
+  seen = fake.botMessages(chat).length;
+  fake.send(chat, 'the whole team', question.message_id);
+  await fake.nextBotMessage(chat, seen, (m) => m.text.startsWith('Not accepted'));
+  seen = fake.botMessages(chat).length;
+  fake.send(chat, '12', question.message_id);
+  await fake.nextBotMessage(chat, seen, (m) => m.text.startsWith('Noted'));
+
+  const conversation = fake.messages.filter((m) => m.chat_id === chat).slice(2) // from after the linking
+    .map((m) => ({ ...m, buttonsShown: shown.get(m.message_id) ?? [] }));
+  mkdirSync(SHOTS, { recursive: true });
+  const htmlPath = join(SHOTS, 'telegram-conversation.html');
+  writeFileSync(htmlPath, transcriptPage('Helper (agent-channel)', conversation));
+  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
+  try {
+    const page = await browser.newPage({ viewport: { width: 420, height: 800 } });
+    await page.goto(`file://${htmlPath}`);
+    const text = await page.locator('main').innerText();
+    for (const expected of ['You said: Hi!', 'Permission needed: email', 'Approve all "email"', 'Done: Send the weekly report', 'How many people', 'Not accepted', 'Noted: 12']) {
+      assert.ok(text.includes(expected), `the page shows "${expected}"`);
+    }
+    await page.screenshot({ path: join(SHOTS, 'telegram-conversation.png'), fullPage: true });
+  } finally {
+    await browser.close();
+    if (process.env.UPDATE_SCREENSHOTS === '1') rmSync(htmlPath, { force: true });
+  }
+});
