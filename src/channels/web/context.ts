@@ -24,6 +24,10 @@ export interface WebSettings {
   maxRateLimitPerMinute: number;
   waitCeilingMs: number;
   webChatRateLimitPerMinute: number;
+  /** Where people reach this server (PUBLIC_URL); null: as each request says. */
+  publicUrl: string | null;
+  /** The model agents answer with; null: the built-in agent (contract §8), whose directives the chat lists. */
+  model: object | null;
 }
 
 /** What every web page reaches services through. */
