@@ -5,6 +5,7 @@ import { z } from 'zod';
 import type { ActionRef, AnswerVerdict, Brain, BrainContext, BrainInput, BrainResult, HistoryTurn, QuestionRef } from './brain.ts';
 import { BrainFailure } from './brain.ts';
 import { DEFAULT_HISTORY_CHARACTERS, type ModelSettings } from './model-settings.ts';
+import { ANTHROPIC_BASE_URL } from './model-probe.ts';
 import { isAnswerType, judgeByType, notAMemberReply, questionAskedReply } from './questions.ts';
 import { actionDraftedReply, noToolReply, STOPPED_REPLY, type ToolRegistry } from './tools.ts';
 import { isLongerThan, isUnstorableText, REASON_MAX_LENGTH, TEXT_MAX_LENGTH } from '../domain/problems.ts';
@@ -271,7 +272,7 @@ function languageModel(settings: ModelSettings): LanguageModel {
   // The key is passed even when empty: the SDKs would otherwise read their own environment
   // variables (OPENAI_API_KEY, ANTHROPIC_API_KEY), a setting nobody made here.
   if (settings.provider === 'anthropic') {
-    return createAnthropic({ baseURL: settings.baseUrl ?? 'https://api.anthropic.com/v1', apiKey: settings.apiKey ?? '' })(settings.name);
+    return createAnthropic({ baseURL: settings.baseUrl ?? ANTHROPIC_BASE_URL, apiKey: settings.apiKey ?? '' })(settings.name);
   }
   return createOpenAICompatible({ name: 'model', baseURL: settings.baseUrl!, ...(settings.apiKey ? { apiKey: settings.apiKey } : {}) })
     .chatModel(settings.name);
