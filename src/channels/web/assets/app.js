@@ -186,12 +186,13 @@ document.addEventListener('click', async (event) => {
     event.preventDefault();
     const card = settle.closest('[data-awaiting]');
     const error = card.querySelector('[data-settle-error]');
+    const data = new URLSearchParams(new FormData(settle, event.submitter)); // before the buttons are off: a disabled one is not sent
     const buttons = card.querySelectorAll('button');
     for (const b of buttons) b.disabled = true;
     let body = {};
     try {
       const res = await fetch(settle.action, {
-        method: 'POST', body: new URLSearchParams(new FormData(settle, event.submitter)), credentials: 'same-origin',
+        method: 'POST', body: data, credentials: 'same-origin',
         headers: { Accept: 'application/json', 'X-CSRF-Token': csrf },
       });
       if (res.status === 401) { window.location.href = '/login?next=' + encodeURIComponent(location.pathname + location.search); return; }
@@ -356,8 +357,9 @@ document.addEventListener('click', async (event) => {
     const again = event.target.closest('form[data-resend]');
     if (!again) return;
     event.preventDefault();
+    const data = new URLSearchParams(new FormData(again));
     again.querySelector('button').disabled = true;
-    send(new URLSearchParams(new FormData(again)), false);
+    send(data, false);
   });
 
   textarea.addEventListener('keydown', (event) => {
