@@ -158,7 +158,7 @@ test('a newcomer: the plan\'s limit said first, a key with curl to paste, a chat
   await failed.getByRole('button', { name: 'Send again' }).waitFor();
   await shoot(page, 'chat-failed', { dark: true });
   await failed.getByRole('button', { name: 'Send again' }).click();
-  await page.waitForFunction('document.querySelectorAll(".msg-error").length === 2');
+  await page.locator('.msg-error').nth(1).waitFor(); // (not waitForFunction: the page's CSP allows no eval)
   const sessionId = new URL(page.url()).searchParams.get('session')!;
   const tries = await t.runtime.store.db.selectFrom('turns').select('text').where('session_id', '=', sessionId).where('text', '=', '!fail').execute();
   assert.equal(tries.length, 2, 'the message, then once more');

@@ -266,7 +266,7 @@ test('a new user goes through the whole web app', { skip, timeout: 300_000 }, as
   assert.equal(await page.getByRole('link', { name: 'New chat' }).isVisible(), false);
   await shoot(page, 'chat-new');
   await page.getByLabel('Message').fill('hello from the browser');
-  await page.getByRole('button', { name: 'Send' }).click();
+  await page.getByRole('button', { name: 'Send', exact: true }).click();
   await page.getByText('You said: hello from the browser').waitFor();
   await page.waitForURL(/\/chat\?session=ses_/);
   await page.getByRole('link', { name: 'New chat' }).waitFor();
@@ -284,7 +284,7 @@ test('a new user goes through the whole web app', { skip, timeout: 300_000 }, as
   page.on('request', countRead);
   await page.evaluate('window.notReloaded = true');
   await page.getByLabel('Message').fill('!sleep 4000 that took a while');
-  await page.getByRole('button', { name: 'Send' }).click();
+  await page.getByRole('button', { name: 'Send', exact: true }).click();
   await page.getByText('The agent is working on it').waitFor();
   assert.equal(await page.locator('[data-chat-badge] .badge').textContent(), 'processing');
   await shoot(page, 'chat-processing');
@@ -302,7 +302,7 @@ test('a new user goes through the whole web app', { skip, timeout: 300_000 }, as
   const busy = api('/messages', second, { method: 'POST', body: { text: '!sleep 3000 busy elsewhere' } });
   await agentBusy(agent!.agent_id);
   await page.getByLabel('Message').fill('are you there?');
-  await page.getByRole('button', { name: 'Send' }).click();
+  await page.getByRole('button', { name: 'Send', exact: true }).click();
   await page.getByText('Queued: the agent is busy with something else').waitFor();
   assert.equal(await page.locator('[data-chat-badge] .badge').textContent(), 'queued');
   await shoot(page, 'chat-queued');
@@ -316,7 +316,7 @@ test('a new user goes through the whole web app', { skip, timeout: 300_000 }, as
   const waitingNote = page.locator('[data-chat-waiting]');
   assert.equal(await waitingNote.isVisible(), false);
   await page.getByLabel('Message').fill('!action email Send the chat summary');
-  await page.getByRole('button', { name: 'Send' }).click();
+  await page.getByRole('button', { name: 'Send', exact: true }).click();
   await waitingNote.getByText('1 action to approve or reject').waitFor();
   const { actions: [summary] } = await t.runtime.services.missions.listActions(user!.id, { sessionId: chatSession });
   assert.equal(await waitingNote.getByRole('link', { name: 'the inbox' }).getAttribute('href'), '/inbox');
@@ -369,7 +369,7 @@ test('a new user goes through the whole web app', { skip, timeout: 300_000 }, as
 
   // A turn the agent fails on is marked "failed" in words, its code in the title.
   await page.getByLabel('Message').fill('!fail');
-  await page.getByRole('button', { name: 'Send' }).click();
+  await page.getByRole('button', { name: 'Send', exact: true }).click();
   const failedMark = page.locator('.msg-error .badge');
   await failedMark.waitFor();
   assert.equal(await failedMark.textContent(), 'failed');
@@ -389,7 +389,7 @@ test('a new user goes through the whole web app', { skip, timeout: 300_000 }, as
   const allowance = t.config.webChatRateLimitPerMinute;
   while ((await t.runtime.rateLimiter.take(`web-chat:${user!.id}`, allowance)).allowed);
   await page.getByLabel('Message').fill('one too many');
-  await page.getByRole('button', { name: 'Send' }).click();
+  await page.getByRole('button', { name: 'Send', exact: true }).click();
   const refusal = page.getByRole('alert');
   await refusal.getByText(`You have sent ${allowance} messages in the last minute`).waitFor();
   assert.match(await refusal.getAttribute('class') ?? '', /\bnotice-error\b/);
@@ -529,7 +529,7 @@ test('the pages work without JavaScript (forms post; the chat offers a link to t
     await wholeKeyInView(page);
     await page.goto(`${base}/chat`);
     await page.getByLabel('Message').fill('!sleep 7000 patience');
-    await page.getByRole('button', { name: 'Send' }).click();
+    await page.getByRole('button', { name: 'Send', exact: true }).click();
     // The post waits up to the ceiling (5 s here), then the page shows the turn running, with a
     // link to look again. It does not reload by itself: a message being written stays, and so does focus.
     await page.getByText('The agent is working on it').waitFor({ timeout: 20_000 });
@@ -551,7 +551,7 @@ test('the pages work without JavaScript (forms post; the chat offers a link to t
     // A conversation taller than the transcript's box opens at its newest message, script or not.
     for (let i = 1; i <= 4; i++) {
       await page.getByLabel('Message').fill(Array.from({ length: 8 }, (_, line) => `message ${i}, line ${line + 1}`).join('\n'));
-      await page.getByRole('button', { name: 'Send' }).click();
+      await page.getByRole('button', { name: 'Send', exact: true }).click();
       await page.getByText(`You said: message ${i}, line 1`).waitFor();
     }
     const transcript = page.getByRole('region', { name: 'Transcript' });

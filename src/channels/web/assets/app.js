@@ -332,6 +332,7 @@ document.addEventListener('click', async (event) => {
         showError(body.message || 'The message could not be sent.');
       } else {
         showError('');
+        if (settleStatus) settleStatus.textContent = ''; // what the last card did is old news once the chat goes on
         if (fromForm) textarea.value = '';
         // Still running: said at once (the read below says the rest, and the feed what follows).
         if (body.status === 'processing' || body.status === 'queued') showStatus(body.status, false);
