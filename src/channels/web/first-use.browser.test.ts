@@ -57,7 +57,7 @@ async function say(page: Page, text: string): Promise<void> {
   await page.getByRole('button', { name: 'Send', exact: true }).click();
 }
 
-test('a newcomer: the plan\'s limit said first, a key with curl to paste, a chat that settles in place and sends again, the API reference', { skip, timeout: 300_000 }, async () => {
+test('a newcomer: the plan\'s limit said first, a key with curl to paste, a chat that settles in place and sends again, the API reference', { skip, timeout: 600_000 }, async () => {
   const problems: string[] = [];
   const page = await watchedPage(problems);
 

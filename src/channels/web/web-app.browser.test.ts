@@ -71,7 +71,7 @@ async function agentBusy(agentId: string): Promise<void> {
   }
 }
 
-test('a new user goes through the whole web app', { skip, timeout: 300_000 }, async () => {
+test('a new user goes through the whole web app', { skip, timeout: 600_000 }, async () => {
   const page = await context.newPage();
   page.setDefaultTimeout(15_000);
   const problems: string[] = [];
