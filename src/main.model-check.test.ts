@@ -9,7 +9,7 @@ const UNREACHABLE = 'the model cannot be reached: agents\' turns fail until it c
 const logLines = (server: ServerProcess) => server.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
 
 async function serving(server: ServerProcess): Promise<void> {
-  for (let i = 0; i < 200 && !server.output().includes(' serving"'); i++) await new Promise((r) => setTimeout(r, 50));
+  for (let i = 0; i < 600 && !server.output().includes(' serving"'); i++) await new Promise((r) => setTimeout(r, 50));
 }
 
 test('a model configured but out of reach is said once at start, as a warning; the server serves and is ready all the same', { timeout: 60_000 }, async () => {
@@ -21,7 +21,7 @@ test('a model configured but out of reach is said once at start, as a warning; t
   });
   try {
     await serving(server);
-    for (let i = 0; i < 100 && !server.output().includes(UNREACHABLE); i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 600 && !server.output().includes(UNREACHABLE); i++) await new Promise((r) => setTimeout(r, 50));
     const warnings = logLines(server).filter((l) => l.msg === UNREACHABLE);
     assert.equal(warnings.length, 1, server.output());
     assert.equal(warnings[0]!.level, 40, 'a warning');
