@@ -8,7 +8,9 @@ import swaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform, jsonSchemaTransformObject, validatorCompiler } from 'fastify-type-provider-zod';
 import { API_PREFIX, apiChannel } from './channels/api/index.ts';
 import { clientErrorProblem, installErrorHandling } from './channels/api/plugins/errors.ts';
-import { withExtraFieldsAllowed, withoutUnreferencedSchemas, withResponseHeaders, type RouteResponseHeaders } from './channels/api/openapi.ts';
+import {
+  API_DESCRIPTION, withExamples, withExtraFieldsAllowed, withoutSafeIntegerBounds, withoutUnreferencedSchemas, withResponseHeaders, type RouteResponseHeaders,
+} from './channels/api/openapi.ts';
 import { telegramChannel } from './channels/telegram/index.ts';
 import { webChannel } from './channels/web/index.ts';
 import { mcpChannel } from './channels/mcp/index.ts';
@@ -194,10 +196,7 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
       info: {
         title: 'agent-channel API',
         version: '1.0.0',
-        description: 'Send messages to AI agents, read transcripts, and settle what they are blocked on. Errors are RFC 9457 problem details. '
-          + 'Every GET also answers HEAD (RFC 9110): the same status and headers with no body, counted against the key\'s rate limit like the GET. '
-          + 'The same key also serves MCP clients (AI tools) at `/mcp` (Streamable HTTP, stateless; not a REST route, so not listed here): '
-          + 'the tools list_agents, create_agent, send_message, get_messages, list_actions, decide_actions, list_questions, answer_questions and cancel call the routes\' services.',
+        description: API_DESCRIPTION,
       },
       servers: [{ url: '/' }],
       components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'The whole key, `ak_<keyId>_<secret>`.' } } }, // (markdown: bare <…> would be read as HTML)
@@ -210,7 +209,7 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     // Emits the schemas named with .meta({ id }) under components, which the routes' $refs point
     // at; of the input twins it also emits (`AgentInput`, …), only those something refers to.
     // Responses are left open to fields they do not name (contract §0).
-    transformObject: (input) => withoutUnreferencedSchemas(withExtraFieldsAllowed(jsonSchemaTransformObject(input))),
+    transformObject: (input) => withExamples(withoutSafeIntegerBounds(withoutUnreferencedSchemas(withExtraFieldsAllowed(jsonSchemaTransformObject(input))))),
   });
   // The explorer lives on the web app's origin: no other site may frame it (clickjacking). A
   // scope of its own, so that the hook covers its static files too (uiHooks would not).
@@ -220,7 +219,9 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
       reply.header('Content-Security-Policy', "frame-ancestors 'none'");
       reply.header('X-Content-Type-Options', 'nosniff');
     });
-    await docs.register(swaggerUi, { routePrefix: '/docs', uiConfig: { validatorUrl: null } as Record<string, unknown> });
+    await docs.register(swaggerUi, {
+      routePrefix: '/docs', theme: { title: 'agent-channel API reference' }, uiConfig: { validatorUrl: null } as Record<string, unknown>,
+    });
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 

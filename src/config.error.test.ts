@@ -43,6 +43,17 @@ test('TRUST_PROXY: false, the proxies\' addresses or ranges, or true; a count or
   }
 });
 
+test('PUBLIC_URL: a plain http(s) address, kept without its trailing slash; anything else is refused', () => {
+  assert.equal(loadConfig({}).publicUrl, null);
+  assert.equal(loadConfig({ PUBLIC_URL: 'https://agents.example.com/' }).publicUrl, 'https://agents.example.com');
+  assert.equal(loadConfig({ PUBLIC_URL: ' http://example.com:8443/agents/ ' }).publicUrl, 'http://example.com:8443/agents');
+  assert.throws(() => loadConfig({ PUBLIC_URL: 'ftp://example.com' }), /^Error: PUBLIC_URL must be the http:\/\/ or https:\/\/ address/);
+  assert.throws(() => loadConfig({ PUBLIC_URL: 'example.com' }), /^Error: PUBLIC_URL must be .*it cannot be read as a URL/);
+  for (const bad of ['https://user:secret@example.com', 'https://example.com/?a=1', 'https://example.com/#top']) {
+    assert.throws(() => loadConfig({ PUBLIC_URL: bad }), /^Error: PUBLIC_URL must be a plain address/, bad);
+  }
+});
+
 test('numbers are plain decimal integers: "1e3", "0x1F", " 80 " and "8.5" are refused, not read as something else', () => {
   for (const raw of ['1e3', '0x1F', ' 80 ', '8.5', '']) {
     if (raw === '') assert.equal(loadConfig({ PORT: raw }).port, 8080, 'empty is unset');

@@ -43,6 +43,8 @@ export interface Config {
   webSessionIdleMinutes: number;
   /** Fastify's trustProxy: which proxies in front may name the client (see parseTrustProxy). */
   trustProxy: boolean | string[];
+  /** Where people reach this server (PUBLIC_URL), without a trailing slash; null: as each request says (Host, or X-Forwarded-* through TRUST_PROXY). */
+  publicUrl: string | null;
   instanceId: string;
   /** The model agents answer with; null: the built-in agent (contract §8). */
   model: ModelSettings | null;
@@ -120,6 +122,18 @@ function checkUrlSetting(name: string, raw: string, protocols: string[], mustBe:
   }
   if (url && protocols.includes(url.protocol)) return;
   throw new Error(`${name} must be ${mustBe} (${url ? `got "${url.protocol}…"` : 'it cannot be read as a URL'})`);
+}
+
+/** PUBLIC_URL → the server's address as people reach it (the web app's ready-to-paste examples), or null. */
+function parsePublicUrl(raw: string | undefined): string | null {
+  const value = (raw ?? '').trim();
+  if (value === '') return null;
+  checkUrlSetting('PUBLIC_URL', value, ['http:', 'https:'], 'the http:// or https:// address people reach this server at, such as https://agents.example.com');
+  const url = new URL(value);
+  if (url.username !== '' || url.password !== '' || url.search !== '' || url.hash !== '') {
+    throw new Error('PUBLIC_URL must be a plain address, with no user name, password, query or fragment, such as https://agents.example.com');
+  }
+  return `${url.origin}${url.pathname}`.replace(/\/+$/, '');
 }
 
 const MODEL_PROVIDERS: readonly ModelProvider[] = ['openai-compatible', 'anthropic'];
@@ -261,6 +275,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     scryptCostLog2: int(env, 'SCRYPT_COST_LOG2', 17, 10, 20),
     webSessionIdleMinutes: int(env, 'WEB_SESSION_IDLE_MINUTES', 120, 1, 60 * 24 * 30),
     trustProxy: parseTrustProxy(env.TRUST_PROXY),
+    publicUrl: parsePublicUrl(env.PUBLIC_URL),
     instanceId: env.INSTANCE_ID || `${process.pid}-${Math.random().toString(36).slice(2, 8)}`,
     model,
     webhookRetryScheduleMs: parseRetrySchedule(env.WEBHOOK_RETRY_SCHEDULE || DEFAULT_RETRY_SCHEDULE),

@@ -2,6 +2,8 @@ import { createServer } from 'node:net';
 import { buildApp, serverLog } from './app.ts';
 import { loadConfig, settingsForLog, type Config } from './config.ts';
 import { RELEASE } from './release.ts';
+import { ANTHROPIC_BASE_URL, modelUnreachable } from './brains/model-probe.ts';
+import { shownUrl } from './domain/shown-url.ts';
 import { createRuntime } from './runtime.ts';
 import { isStoreUnavailable, storeOutageFields } from './store/unavailable.ts';
 
@@ -67,6 +69,19 @@ export async function serve(): Promise<void> {
   }
   await runtime.startEngine();
   log.info({ release: RELEASE, node: process.versions.node, ...settingsForLog(config) }, `agent-channel ${RELEASE} serving`);
+  if (config.model) void warnIfModelUnreachable(config.model, log);
+}
+
+/**
+ * A model configured but out of reach is said once at start, as a warning: the server serves all
+ * the same (readiness is about the database; the model may come up later), and each turn that
+ * meets it unreachable fails and is logged as such.
+ */
+async function warnIfModelUnreachable(model: NonNullable<Config['model']>, log: ReturnType<typeof serverLog>): Promise<void> {
+  const failure = await modelUnreachable(model);
+  if (!failure) return;
+  log.warn({ provider: model.provider, model: model.name, baseUrl: shownUrl(model.baseUrl ?? ANTHROPIC_BASE_URL), failure },
+    'the model cannot be reached: agents\' turns fail until it can (MODEL_BASE_URL)');
 }
 
 /**

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { answerOne, decideOne, listActions, listQuestions, send, sendNoWait, settledTranscript, unique } from '../testing/missions.ts';
 import { continuationOutcome, isJudge, startFakeModelProvider, withModelApp, type FakeModelProvider } from '../testing/fake-model-provider.ts';
 import { API, startTestApp, type TestApp, type TestUser } from '../testing/harness.ts';
-import { MODEL_FAILED_TEXT } from './llm.ts';
+import { modelFailedText } from './llm.ts';
 import { ToolRegistry } from './tools.ts';
 
 /** A model call that fails (HTTP error, timeout, malformed or unusable answer): 502 agent_failed, an error turn, one warning. */
@@ -16,30 +16,31 @@ const warnings: Array<{ fields: Record<string, unknown>; message: string }> = []
 withModelApp({ provider: 'openai-compatible', name: 'test-model', apiKey: KEY, timeoutMs: 1_000, systemPrompt: null }, (started) => ({ provider, t } = started),
   { logWarning: (fields, message) => warnings.push({ fields, message }) });
 
-async function failsWith502(u: TestUser, text: string) {
+async function failsWith502(u: TestUser, text: string, failedText: string) {
   const res = await t.inject({ method: 'POST', url: `${API}/messages`, headers: u.auth, payload: { text } });
   assert.equal(res.statusCode, 502, res.body);
   const problem = res.json();
   assert.equal(problem.code, 'agent_failed');
   const messages = await settledTranscript(t, u, problem.session_id, 1);
-  assert.deepEqual({ ...messages.at(-1)!, ts: undefined }, { role: 'agent', text: MODEL_FAILED_TEXT, error: 'agent_failed', ts: undefined });
+  assert.deepEqual({ ...messages.at(-1)!, ts: undefined }, { role: 'agent', text: failedText, error: 'agent_failed', ts: undefined });
   for (const leak of [KEY, PROVIDER_TEXT]) assert.ok(!res.body.includes(leak) && !JSON.stringify(messages).includes(leak), leak);
   return problem;
 }
 
-for (const [what, reply, failure, statusCode] of [
-  ['an HTTP 500 from the provider', { status: 500, message: PROVIDER_TEXT }, 'http_error', 500],
-  ['an HTTP 401 (a wrong key)', { status: 401, message: `${PROVIDER_TEXT}: bad key ${KEY}` }, 'http_error', 401],
-  ['a body that is not JSON', { rawBody: `<html>${PROVIDER_TEXT}</html>` }, 'no_usable_answer', 200],
-  ['JSON that is not a chat completion', { rawBody: JSON.stringify({ choices: 'none', note: PROVIDER_TEXT }) }, 'no_usable_answer', 200],
-  ['an answer with neither text nor a tool call', { text: '' }, 'no_usable_answer', 200],
-  ['no answer within MODEL_TIMEOUT_MS', { hang: true }, 'timeout', null],
+const ITS_MODEL = 'The agent could not process this message: its model';
+for (const [what, reply, failure, statusCode, failedText] of [
+  ['an HTTP 500 from the provider', { status: 500, message: PROVIDER_TEXT }, 'http_error', 500, `${ITS_MODEL} refused the request (HTTP 500).`],
+  ['an HTTP 401 (a wrong key)', { status: 401, message: `${PROVIDER_TEXT}: bad key ${KEY}` }, 'http_error', 401, `${ITS_MODEL} refused the request (HTTP 401).`],
+  ['a body that is not JSON', { rawBody: `<html>${PROVIDER_TEXT}</html>` }, 'no_usable_answer', 200, `${ITS_MODEL} gave no usable answer.`],
+  ['JSON that is not a chat completion', { rawBody: JSON.stringify({ choices: 'none', note: PROVIDER_TEXT }) }, 'no_usable_answer', 200, `${ITS_MODEL} gave no usable answer.`],
+  ['an answer with neither text nor a tool call', { text: '' }, 'no_usable_answer', 200, `${ITS_MODEL} gave no usable answer.`],
+  ['no answer within MODEL_TIMEOUT_MS', { hang: true }, 'timeout', null, `${ITS_MODEL} did not answer in time.`],
 ] as const) {
-  test(`${what}: 502 agent_failed, an error turn with a generic text, one warning with the status and the job's ids, nothing secret`, async () => {
+  test(`${what}: 502 agent_failed, an error turn naming the kind of failure as the warning does, one warning with the status and the job's ids, nothing secret`, async () => {
     provider.script = () => reply;
     warnings.length = 0;
     const u = await t.userWithAgent();
-    const problem = await failsWith502(u, unique('Hello'));
+    const problem = await failsWith502(u, unique('Hello'), failedText);
     assert.equal(warnings.length, 1, JSON.stringify(warnings));
     const [{ fields, message }] = warnings as [typeof warnings[0]];
     assert.equal(message, 'the model call failed');
@@ -149,6 +150,8 @@ test('a provider nobody answers at (connection refused): 502 agent_failed and a 
     assert.equal(res.statusCode, 502, res.body);
     assert.equal(res.json().code, 'agent_failed');
     assert.deepEqual(ownWarnings.map((w) => [w.failure, w.statusCode]), [['network_error', null]]);
+    const messages = await settledTranscript(app, u, res.json().session_id, 1);
+    assert.equal(messages.at(-1)!.text, 'The agent could not process this message: its model could not be reached.');
   } finally {
     await app.close();
   }
@@ -182,7 +185,8 @@ test('past the wait ceiling (Prefer: wait=0) the failure is an error turn in the
   const accepted = await sendNoWait(t, u, unique('Later'));
   const messages = await settledTranscript(t, u, accepted.session_id, 1);
   assert.equal(messages.at(-1)!.error, 'agent_failed');
-  assert.equal(messages.at(-1)!.text, MODEL_FAILED_TEXT);
+  assert.equal(messages.at(-1)!.text, modelFailedText('http_error', 503));
+  assert.equal(messages.at(-1)!.text, 'The agent could not process this message: its model refused the request (HTTP 503).');
 });
 
 test('a model that fails after an approved action ran does not fail the action: the reply is "Done: <summary>"', async () => {

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import type { ActionRef, AnswerVerdict, Brain, BrainContext, BrainInput, BrainResult, HistoryTurn, QuestionRef } from './brain.ts';
 import { BrainFailure } from './brain.ts';
 import { DEFAULT_HISTORY_CHARACTERS, type ModelSettings } from './model-settings.ts';
+import { ANTHROPIC_BASE_URL } from './model-probe.ts';
 import { isAnswerType, judgeByType, notAMemberReply, questionAskedReply } from './questions.ts';
 import { actionDraftedReply, noToolReply, STOPPED_REPLY, type ToolRegistry } from './tools.ts';
 import { isLongerThan, isUnstorableText, REASON_MAX_LENGTH, TEXT_MAX_LENGTH } from '../domain/problems.ts';
@@ -20,8 +21,20 @@ export const DEFAULT_SYSTEM_PROMPT = [
   'Call at most one of these tools in an answer, and say in your text what you are doing.',
 ].join(' ');
 
-/** The reply and the turn's failure text when the model gives no usable answer (its own words are never shown). */
-export const MODEL_FAILED_TEXT = 'The agent could not process this message: its model gave no usable answer.';
+/** How a model call failed, as the warning's `failure` names it. */
+export type ModelFailure = 'network_error' | 'timeout' | 'http_error' | 'no_usable_answer';
+
+/**
+ * The turn's failure text (and the 502's detail) for a failed model call: the kind of failure
+ * the warning names, and the provider's HTTP status, never the provider's own words.
+ */
+export function modelFailedText(failure: ModelFailure, statusCode: number | null = null): string {
+  const why = failure === 'network_error' ? 'its model could not be reached'
+    : failure === 'timeout' ? 'its model did not answer in time'
+    : failure === 'http_error' ? `its model refused the request${statusCode === null ? '' : ` (HTTP ${statusCode})`}`
+    : 'its model gave no usable answer';
+  return `The agent could not process this message: ${why}.`;
+}
 
 /** A kind is a word naming a tool; a longer one is cut (the other texts are cut to the API's own limits). */
 const MAX_KIND_LENGTH = 200;
@@ -216,7 +229,7 @@ export class LlmBrain implements Brain {
       if (stop?.aborted) throw error; // a shutdown: the engine puts a turn back in line; a judge refuses the answer
       const statusCode = APICallError.isInstance(error) ? (error.statusCode ?? null) : null;
       // A 200 whose body is no answer (not JSON, not the protocol's shape) is an unusable answer, not an HTTP error.
-      const failure = timeout.aborted ? 'timeout'
+      const failure: ModelFailure = timeout.aborted ? 'timeout'
         : statusCode !== null && statusCode >= 400 ? 'http_error'
         : APICallError.isInstance(error) && statusCode === null ? 'network_error' // no HTTP answer at all
         : 'no_usable_answer';
@@ -224,14 +237,14 @@ export class LlmBrain implements Brain {
         ...ids, provider: this.settings.provider, model: this.settings.name, failure, statusCode,
         errorName: error instanceof Error ? error.name : typeof error,
       }, 'the model call failed');
-      throw new BrainFailure(MODEL_FAILED_TEXT);
+      throw new BrainFailure(modelFailedText(failure, failure === 'http_error' ? statusCode : null));
     }
   }
 
   /** A model answer that holds nothing usable: warned about like a failed call. */
   private unusable(ids: Record<string, unknown>, what: string): BrainFailure {
     this.warn({ ...ids, provider: this.settings.provider, model: this.settings.name, failure: 'no_usable_answer', statusCode: 200, what }, 'the model call failed');
-    return new BrainFailure(MODEL_FAILED_TEXT);
+    return new BrainFailure(modelFailedText('no_usable_answer'));
   }
 }
 
@@ -259,7 +272,7 @@ function languageModel(settings: ModelSettings): LanguageModel {
   // The key is passed even when empty: the SDKs would otherwise read their own environment
   // variables (OPENAI_API_KEY, ANTHROPIC_API_KEY), a setting nobody made here.
   if (settings.provider === 'anthropic') {
-    return createAnthropic({ baseURL: settings.baseUrl ?? 'https://api.anthropic.com/v1', apiKey: settings.apiKey ?? '' })(settings.name);
+    return createAnthropic({ baseURL: settings.baseUrl ?? ANTHROPIC_BASE_URL, apiKey: settings.apiKey ?? '' })(settings.name);
   }
   return createOpenAICompatible({ name: 'model', baseURL: settings.baseUrl!, ...(settings.apiKey ? { apiKey: settings.apiKey } : {}) })
     .chatModel(settings.name);

@@ -26,6 +26,10 @@ export interface WebSettings {
   webChatRateLimitPerMinute: number;
   /** The Telegram channel's settings; null: off (Account → Channels says how to turn it on). */
   telegram: object | null;
+  /** Where people reach this server (PUBLIC_URL); null: as each request says. */
+  publicUrl: string | null;
+  /** The model agents answer with; null: the built-in agent (contract §8), whose directives the chat lists. */
+  model: object | null;
 }
 
 /** What every web page reaches services through. */

@@ -414,6 +414,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "agents": [
+                     *         {
+                     *           "agent_id": "agt_0VboFtAE4lG2abgDsV1zT30vqzjDmf",
+                     *           "name": "Helper",
+                     *           "workspace_id": "wsp_0VboFtAFnwjuTVmIW1jNOX4mWMSB3X"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         agents: components["schemas"]["Agent"][];
                     };
@@ -431,6 +442,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:malformed_json",
+                     *       "title": "Malformed JSON",
+                     *       "status": 400,
+                     *       "code": "malformed_json",
+                     *       "detail": "Malformed JSON.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -444,6 +465,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "code": "unauthorized",
+                     *       "detail": "A valid API key is required: Authorization: Bearer ak_<keyId>_<secret>.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -459,6 +490,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:request_timeout",
+                     *       "title": "Request timeout",
+                     *       "status": 408,
+                     *       "code": "request_timeout",
+                     *       "detail": "Request timeout.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -474,6 +515,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:payload_too_large",
+                     *       "title": "Payload too large",
+                     *       "status": 413,
+                     *       "code": "payload_too_large",
+                     *       "detail": "Payload too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -489,6 +540,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unsupported_media_type",
+                     *       "title": "Unsupported media type",
+                     *       "status": 415,
+                     *       "code": "unsupported_media_type",
+                     *       "detail": "Unsupported media type.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -506,6 +567,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:rate_limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "code": "rate_limited",
+                     *       "detail": "This key allows 60 requests per minute; retry in 12 s.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -517,6 +588,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:headers_too_large",
+                     *       "title": "Request header fields too large",
+                     *       "status": 431,
+                     *       "code": "headers_too_large",
+                     *       "detail": "Request header fields too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -528,6 +609,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:internal_error",
+                     *       "title": "Internal server error",
+                     *       "status": 500,
+                     *       "code": "internal_error",
+                     *       "detail": "Internal server error.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -541,6 +632,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:service_unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "code": "service_unavailable",
+                     *       "detail": "Service unavailable.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -576,6 +677,13 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "agent_id": "agt_0VboFtAE4lG2abgDsV1zT30vqzjDmf",
+                     *       "name": "Helper",
+                     *       "workspace_id": "wsp_0VboFtAFnwjuTVmIW1jNOX4mWMSB3X"
+                     *     }
+                     */
                     "application/json": components["schemas"]["Agent"];
                 };
             };
@@ -591,6 +699,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:malformed_json",
+                     *       "title": "Malformed JSON",
+                     *       "status": 400,
+                     *       "code": "malformed_json",
+                     *       "detail": "Malformed JSON.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -604,6 +722,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "code": "unauthorized",
+                     *       "detail": "A valid API key is required: Authorization: Bearer ak_<keyId>_<secret>.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -619,6 +747,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:forbidden",
+                     *       "title": "Forbidden",
+                     *       "status": 403,
+                     *       "code": "forbidden",
+                     *       "detail": "Forbidden.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -634,6 +772,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:workspace_not_found",
+                     *       "title": "Workspace not found",
+                     *       "status": 404,
+                     *       "code": "workspace_not_found",
+                     *       "detail": "Workspace not found.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -649,6 +797,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:request_timeout",
+                     *       "title": "Request timeout",
+                     *       "status": 408,
+                     *       "code": "request_timeout",
+                     *       "detail": "Request timeout.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -664,6 +822,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:payload_too_large",
+                     *       "title": "Payload too large",
+                     *       "status": 413,
+                     *       "code": "payload_too_large",
+                     *       "detail": "Payload too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -679,6 +847,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unsupported_media_type",
+                     *       "title": "Unsupported media type",
+                     *       "status": 415,
+                     *       "code": "unsupported_media_type",
+                     *       "detail": "Unsupported media type.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -694,6 +872,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:validation_failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "code": "validation_failed",
+                     *       "detail": "limit: must be an integer from 1 to 200",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a",
+                     *       "errors": [
+                     *         {
+                     *           "path": "limit",
+                     *           "message": "must be an integer from 1 to 200"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -711,6 +905,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:rate_limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "code": "rate_limited",
+                     *       "detail": "This key allows 60 requests per minute; retry in 12 s.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -722,6 +926,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:headers_too_large",
+                     *       "title": "Request header fields too large",
+                     *       "status": 431,
+                     *       "code": "headers_too_large",
+                     *       "detail": "Request header fields too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -733,6 +947,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:internal_error",
+                     *       "title": "Internal server error",
+                     *       "status": 500,
+                     *       "code": "internal_error",
+                     *       "detail": "Internal server error.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -746,6 +970,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:service_unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "code": "service_unavailable",
+                     *       "detail": "Service unavailable.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -795,6 +1029,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "session_id": "ses_0VboFtAGbXu5Jn2B6YrW4Zdv7kq1Ma",
+                     *       "status": "completed",
+                     *       "agent_id": "agt_0VboFtAE4lG2abgDsV1zT30vqzjDmf",
+                     *       "message_ts": "2026-11-22T12:34:56.789012Z",
+                     *       "reply": "You said: Summarise my unread email.",
+                     *       "reply_ts": "2026-11-22T12:34:57.104233Z",
+                     *       "awaiting": []
+                     *     }
+                     */
                     "application/json": components["schemas"]["SendResult"];
                 };
             };
@@ -814,6 +1059,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "session_id": "ses_0VboFtAGbXu5Jn2B6YrW4Zdv7kq1Ma",
+                     *       "status": "processing",
+                     *       "agent_id": "agt_0VboFtAE4lG2abgDsV1zT30vqzjDmf",
+                     *       "message_ts": "2026-11-22T12:34:56.789012Z",
+                     *       "awaiting": []
+                     *     }
+                     */
                     "application/json": components["schemas"]["SendResult"];
                 };
             };
@@ -829,6 +1083,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:malformed_json",
+                     *       "title": "Malformed JSON",
+                     *       "status": 400,
+                     *       "code": "malformed_json",
+                     *       "detail": "Malformed JSON.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -842,6 +1106,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "code": "unauthorized",
+                     *       "detail": "A valid API key is required: Authorization: Bearer ak_<keyId>_<secret>.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -857,6 +1131,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:session_not_found",
+                     *       "title": "Session not found",
+                     *       "status": 404,
+                     *       "code": "session_not_found",
+                     *       "detail": "No such session.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -872,6 +1156,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:request_timeout",
+                     *       "title": "Request timeout",
+                     *       "status": 408,
+                     *       "code": "request_timeout",
+                     *       "detail": "Request timeout.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -889,6 +1183,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:idempotency_key_in_use",
+                     *       "title": "Idempotency key in use",
+                     *       "status": 409,
+                     *       "code": "idempotency_key_in_use",
+                     *       "detail": "Idempotency key in use.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -904,6 +1208,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:payload_too_large",
+                     *       "title": "Payload too large",
+                     *       "status": 413,
+                     *       "code": "payload_too_large",
+                     *       "detail": "Payload too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -919,10 +1233,20 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unsupported_media_type",
+                     *       "title": "Unsupported media type",
+                     *       "status": 415,
+                     *       "code": "unsupported_media_type",
+                     *       "detail": "Unsupported media type.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `text_empty` (blank text), `text_too_long` (over 32,000 characters), `agent_required` (no `agent_id`, and you can message several agents), `idempotency_key_reused` (the key came with a different body), or `validation_failed` (a field is missing, of the wrong type, or holds the NUL character or a lone surrogate, or `Idempotency-Key` was sent twice; `errors` names it). */
+            /** @description `text_empty` (`text` missing, not a string, as in `{"text": 5}`, or blank), `text_too_long` (over 32,000 characters), `agent_required` (no `agent_id`, and you can message several agents), `idempotency_key_reused` (the key came with a different body), or `validation_failed` (another field of the wrong type, or a field that holds the NUL character or a lone surrogate, or `Idempotency-Key` was sent twice; `errors` names it). */
             422: {
                 headers: {
                     /** @description Identifies the request in the server's log; also `request_id` in a problem body. */
@@ -934,6 +1258,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:text_empty",
+                     *       "title": "Text is empty",
+                     *       "status": 422,
+                     *       "code": "text_empty",
+                     *       "detail": "`text` is required and must be a non-blank string.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -951,6 +1285,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:rate_limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "code": "rate_limited",
+                     *       "detail": "This key allows 60 requests per minute; retry in 12 s.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -962,6 +1306,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:headers_too_large",
+                     *       "title": "Request header fields too large",
+                     *       "status": 431,
+                     *       "code": "headers_too_large",
+                     *       "detail": "Request header fields too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -973,6 +1327,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:internal_error",
+                     *       "title": "Internal server error",
+                     *       "status": 500,
+                     *       "code": "internal_error",
+                     *       "detail": "Internal server error.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -990,6 +1354,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:agent_failed",
+                     *       "title": "Agent failed",
+                     *       "status": 502,
+                     *       "code": "agent_failed",
+                     *       "detail": "The agent could not process this message: its model could not be reached.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a",
+                     *       "session_id": "ses_0VboFtAGbXu5Jn2B6YrW4Zdv7kq1Ma",
+                     *       "message_ts": "2026-11-22T12:34:56.789012Z"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1003,6 +1379,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:service_unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "code": "service_unavailable",
+                     *       "detail": "Service unavailable.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1042,6 +1428,34 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "session_id": "ses_0VboFtAGbXu5Jn2B6YrW4Zdv7kq1Ma",
+                     *       "agent_id": "agt_0VboFtAE4lG2abgDsV1zT30vqzjDmf",
+                     *       "status": "idle",
+                     *       "has_more": false,
+                     *       "messages": [
+                     *         {
+                     *           "role": "user",
+                     *           "text": "!action email Send the report",
+                     *           "ts": "2026-11-22T12:34:56.789012Z"
+                     *         },
+                     *         {
+                     *           "role": "agent",
+                     *           "text": "I need your permission to run \"email\": Send the report (operation_id op_0VboFtAFBFGWZQD0TrNfT45Uwgwj7W). Approve or reject it.",
+                     *           "ts": "2026-11-22T12:34:57.104233Z"
+                     *         }
+                     *       ],
+                     *       "awaiting": [
+                     *         {
+                     *           "type": "action",
+                     *           "operation_id": "op_0VboFtAFBFGWZQD0TrNfT45Uwgwj7W",
+                     *           "kind": "email",
+                     *           "summary": "Send the report"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["Transcript"];
                 };
             };
@@ -1057,6 +1471,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:malformed_json",
+                     *       "title": "Malformed JSON",
+                     *       "status": 400,
+                     *       "code": "malformed_json",
+                     *       "detail": "Malformed JSON.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1070,6 +1494,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "code": "unauthorized",
+                     *       "detail": "A valid API key is required: Authorization: Bearer ak_<keyId>_<secret>.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1085,6 +1519,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:session_not_found",
+                     *       "title": "Session not found",
+                     *       "status": 404,
+                     *       "code": "session_not_found",
+                     *       "detail": "No such session.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1100,6 +1544,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:request_timeout",
+                     *       "title": "Request timeout",
+                     *       "status": 408,
+                     *       "code": "request_timeout",
+                     *       "detail": "Request timeout.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1115,6 +1569,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:payload_too_large",
+                     *       "title": "Payload too large",
+                     *       "status": 413,
+                     *       "code": "payload_too_large",
+                     *       "detail": "Payload too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1130,6 +1594,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unsupported_media_type",
+                     *       "title": "Unsupported media type",
+                     *       "status": 415,
+                     *       "code": "unsupported_media_type",
+                     *       "detail": "Unsupported media type.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1145,6 +1619,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:validation_failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "code": "validation_failed",
+                     *       "detail": "limit: must be an integer from 1 to 200",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a",
+                     *       "errors": [
+                     *         {
+                     *           "path": "limit",
+                     *           "message": "must be an integer from 1 to 200"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1162,6 +1652,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:rate_limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "code": "rate_limited",
+                     *       "detail": "This key allows 60 requests per minute; retry in 12 s.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1173,6 +1673,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:headers_too_large",
+                     *       "title": "Request header fields too large",
+                     *       "status": 431,
+                     *       "code": "headers_too_large",
+                     *       "detail": "Request header fields too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1184,6 +1694,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:internal_error",
+                     *       "title": "Internal server error",
+                     *       "status": 500,
+                     *       "code": "internal_error",
+                     *       "detail": "Internal server error.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1197,6 +1717,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:service_unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "code": "service_unavailable",
+                     *       "detail": "Service unavailable.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1230,6 +1760,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "actions": [
+                     *         {
+                     *           "operation_id": "op_0VboFtAFBFGWZQD0TrNfT45Uwgwj7W",
+                     *           "kind": "email",
+                     *           "summary": "Send the report",
+                     *           "details": {
+                     *             "to": "team@example.com"
+                     *           },
+                     *           "session_id": "ses_0VboFtAGbXu5Jn2B6YrW4Zdv7kq1Ma",
+                     *           "agent_id": "agt_0VboFtAE4lG2abgDsV1zT30vqzjDmf",
+                     *           "mission_id": "msn_0VboFtAGk3Qe8JrT1nVb6Xw2Ls9HdQ",
+                     *           "created_at": "2026-11-22T12:34:57.104Z"
+                     *         }
+                     *       ],
+                     *       "has_more": false
+                     *     }
+                     */
                     "application/json": {
                         actions: components["schemas"]["PendingAction"][];
                         /** @description Whether more actions follow this page: ask again with `after` set to the last `operation_id`. Always false without `limit` and `after` (the list is whole). */
@@ -1249,6 +1798,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:malformed_json",
+                     *       "title": "Malformed JSON",
+                     *       "status": 400,
+                     *       "code": "malformed_json",
+                     *       "detail": "Malformed JSON.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1262,6 +1821,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "code": "unauthorized",
+                     *       "detail": "A valid API key is required: Authorization: Bearer ak_<keyId>_<secret>.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1277,6 +1846,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:request_timeout",
+                     *       "title": "Request timeout",
+                     *       "status": 408,
+                     *       "code": "request_timeout",
+                     *       "detail": "Request timeout.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1292,6 +1871,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:payload_too_large",
+                     *       "title": "Payload too large",
+                     *       "status": 413,
+                     *       "code": "payload_too_large",
+                     *       "detail": "Payload too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1307,6 +1896,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unsupported_media_type",
+                     *       "title": "Unsupported media type",
+                     *       "status": 415,
+                     *       "code": "unsupported_media_type",
+                     *       "detail": "Unsupported media type.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1322,6 +1921,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:validation_failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "code": "validation_failed",
+                     *       "detail": "limit: must be an integer from 1 to 200",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a",
+                     *       "errors": [
+                     *         {
+                     *           "path": "limit",
+                     *           "message": "must be an integer from 1 to 200"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1339,6 +1954,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:rate_limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "code": "rate_limited",
+                     *       "detail": "This key allows 60 requests per minute; retry in 12 s.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1350,6 +1975,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:headers_too_large",
+                     *       "title": "Request header fields too large",
+                     *       "status": 431,
+                     *       "code": "headers_too_large",
+                     *       "detail": "Request header fields too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1361,6 +1996,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:internal_error",
+                     *       "title": "Internal server error",
+                     *       "status": 500,
+                     *       "code": "internal_error",
+                     *       "detail": "Internal server error.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1374,6 +2019,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:service_unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "code": "service_unavailable",
+                     *       "detail": "Service unavailable.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1439,6 +2094,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "operation_id": "op_0VboFtAFBFGWZQD0TrNfT45Uwgwj7W",
+                     *           "ok": true,
+                     *           "outcome": "approved",
+                     *           "also_approved": []
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         results: components["schemas"]["DecisionResult"][];
                     };
@@ -1456,6 +2123,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:malformed_json",
+                     *       "title": "Malformed JSON",
+                     *       "status": 400,
+                     *       "code": "malformed_json",
+                     *       "detail": "Malformed JSON.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1469,6 +2146,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "code": "unauthorized",
+                     *       "detail": "A valid API key is required: Authorization: Bearer ak_<keyId>_<secret>.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1484,6 +2171,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:request_timeout",
+                     *       "title": "Request timeout",
+                     *       "status": 408,
+                     *       "code": "request_timeout",
+                     *       "detail": "Request timeout.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1499,6 +2196,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:payload_too_large",
+                     *       "title": "Payload too large",
+                     *       "status": 413,
+                     *       "code": "payload_too_large",
+                     *       "detail": "Payload too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1514,6 +2221,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unsupported_media_type",
+                     *       "title": "Unsupported media type",
+                     *       "status": 415,
+                     *       "code": "unsupported_media_type",
+                     *       "detail": "Unsupported media type.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1529,6 +2246,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:validation_failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "code": "validation_failed",
+                     *       "detail": "limit: must be an integer from 1 to 200",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a",
+                     *       "errors": [
+                     *         {
+                     *           "path": "limit",
+                     *           "message": "must be an integer from 1 to 200"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1546,6 +2279,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:rate_limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "code": "rate_limited",
+                     *       "detail": "This key allows 60 requests per minute; retry in 12 s.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1557,6 +2300,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:headers_too_large",
+                     *       "title": "Request header fields too large",
+                     *       "status": 431,
+                     *       "code": "headers_too_large",
+                     *       "detail": "Request header fields too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1568,6 +2321,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:internal_error",
+                     *       "title": "Internal server error",
+                     *       "status": 500,
+                     *       "code": "internal_error",
+                     *       "detail": "Internal server error.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1581,6 +2344,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:service_unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "code": "service_unavailable",
+                     *       "detail": "Service unavailable.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1614,6 +2387,23 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "questions": [
+                     *         {
+                     *           "request_id": "req_0VboFtAFsgk9ihiaLL9jttD7OTSj3X",
+                     *           "text": "How many copies?",
+                     *           "session_id": "ses_0VboFtAGbXu5Jn2B6YrW4Zdv7kq1Ma",
+                     *           "agent_id": "agt_0VboFtAE4lG2abgDsV1zT30vqzjDmf",
+                     *           "mission_id": "msn_0VboFtAGk3Qe8JrT1nVb6Xw2Ls9HdQ",
+                     *           "answer_type": "number",
+                     *           "asked_of": "usr_0VboFtADq8Rr2Ls7Vn4Xe1Kj6Hb3Wp",
+                     *           "created_at": "2026-11-22T12:34:57.104Z"
+                     *         }
+                     *       ],
+                     *       "has_more": false
+                     *     }
+                     */
                     "application/json": {
                         questions: components["schemas"]["OpenQuestion"][];
                         /** @description Whether more questions follow this page: ask again with `after` set to the last `request_id`. Always false without `limit` and `after` (the list is whole). */
@@ -1633,6 +2423,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:malformed_json",
+                     *       "title": "Malformed JSON",
+                     *       "status": 400,
+                     *       "code": "malformed_json",
+                     *       "detail": "Malformed JSON.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1646,6 +2446,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "code": "unauthorized",
+                     *       "detail": "A valid API key is required: Authorization: Bearer ak_<keyId>_<secret>.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1661,6 +2471,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:request_timeout",
+                     *       "title": "Request timeout",
+                     *       "status": 408,
+                     *       "code": "request_timeout",
+                     *       "detail": "Request timeout.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1676,6 +2496,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:payload_too_large",
+                     *       "title": "Payload too large",
+                     *       "status": 413,
+                     *       "code": "payload_too_large",
+                     *       "detail": "Payload too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1691,6 +2521,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unsupported_media_type",
+                     *       "title": "Unsupported media type",
+                     *       "status": 415,
+                     *       "code": "unsupported_media_type",
+                     *       "detail": "Unsupported media type.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1706,6 +2546,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:validation_failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "code": "validation_failed",
+                     *       "detail": "limit: must be an integer from 1 to 200",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a",
+                     *       "errors": [
+                     *         {
+                     *           "path": "limit",
+                     *           "message": "must be an integer from 1 to 200"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1723,6 +2579,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:rate_limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "code": "rate_limited",
+                     *       "detail": "This key allows 60 requests per minute; retry in 12 s.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1734,6 +2600,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:headers_too_large",
+                     *       "title": "Request header fields too large",
+                     *       "status": 431,
+                     *       "code": "headers_too_large",
+                     *       "detail": "Request header fields too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1745,6 +2621,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:internal_error",
+                     *       "title": "Internal server error",
+                     *       "status": 500,
+                     *       "code": "internal_error",
+                     *       "detail": "Internal server error.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1758,6 +2644,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:service_unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "code": "service_unavailable",
+                     *       "detail": "Service unavailable.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1813,6 +2709,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "results": [
+                     *         {
+                     *           "request_id": "req_0VboFtAFsgk9ihiaLL9jttD7OTSj3X",
+                     *           "ok": true,
+                     *           "accepted": false,
+                     *           "reason": "A number is missing: answer with digits, e.g. 42 or 3.5."
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         results: components["schemas"]["AnswerResult"][];
                     };
@@ -1830,6 +2738,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:malformed_json",
+                     *       "title": "Malformed JSON",
+                     *       "status": 400,
+                     *       "code": "malformed_json",
+                     *       "detail": "Malformed JSON.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1843,6 +2761,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "code": "unauthorized",
+                     *       "detail": "A valid API key is required: Authorization: Bearer ak_<keyId>_<secret>.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1858,6 +2786,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:request_timeout",
+                     *       "title": "Request timeout",
+                     *       "status": 408,
+                     *       "code": "request_timeout",
+                     *       "detail": "Request timeout.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1873,6 +2811,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:payload_too_large",
+                     *       "title": "Payload too large",
+                     *       "status": 413,
+                     *       "code": "payload_too_large",
+                     *       "detail": "Payload too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1888,6 +2836,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unsupported_media_type",
+                     *       "title": "Unsupported media type",
+                     *       "status": 415,
+                     *       "code": "unsupported_media_type",
+                     *       "detail": "Unsupported media type.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1903,6 +2861,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:validation_failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "code": "validation_failed",
+                     *       "detail": "limit: must be an integer from 1 to 200",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a",
+                     *       "errors": [
+                     *         {
+                     *           "path": "limit",
+                     *           "message": "must be an integer from 1 to 200"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1920,6 +2894,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:rate_limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "code": "rate_limited",
+                     *       "detail": "This key allows 60 requests per minute; retry in 12 s.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1931,6 +2915,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:headers_too_large",
+                     *       "title": "Request header fields too large",
+                     *       "status": 431,
+                     *       "code": "headers_too_large",
+                     *       "detail": "Request header fields too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1942,6 +2936,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:internal_error",
+                     *       "title": "Internal server error",
+                     *       "status": 500,
+                     *       "code": "internal_error",
+                     *       "detail": "Internal server error.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1955,6 +2959,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:service_unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "code": "service_unavailable",
+                     *       "detail": "Service unavailable.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -1995,6 +3009,24 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "events": [
+                     *         {
+                     *           "id": "evt_1043",
+                     *           "type": "turn.completed",
+                     *           "created_at": "2026-11-22T12:34:57.104Z",
+                     *           "session_id": "ses_0VboFtAGbXu5Jn2B6YrW4Zdv7kq1Ma",
+                     *           "agent_id": "agt_0VboFtAE4lG2abgDsV1zT30vqzjDmf",
+                     *           "data": {
+                     *             "text": "You said: Summarise my unread email.",
+                     *             "ts": "2026-11-22T12:34:57.104233Z"
+                     *           }
+                     *         }
+                     *       ],
+                     *       "has_more": false
+                     *     }
+                     */
                     "application/json": components["schemas"]["EventPage"];
                 };
             };
@@ -2010,6 +3042,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:malformed_json",
+                     *       "title": "Malformed JSON",
+                     *       "status": 400,
+                     *       "code": "malformed_json",
+                     *       "detail": "Malformed JSON.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2023,6 +3065,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "code": "unauthorized",
+                     *       "detail": "A valid API key is required: Authorization: Bearer ak_<keyId>_<secret>.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2038,6 +3090,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:session_not_found",
+                     *       "title": "Session not found",
+                     *       "status": 404,
+                     *       "code": "session_not_found",
+                     *       "detail": "No such session.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2053,6 +3115,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:request_timeout",
+                     *       "title": "Request timeout",
+                     *       "status": 408,
+                     *       "code": "request_timeout",
+                     *       "detail": "Request timeout.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2068,6 +3140,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:cursor_expired",
+                     *       "title": "Cursor expired",
+                     *       "status": 410,
+                     *       "code": "cursor_expired",
+                     *       "detail": "Cursor expired.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2083,6 +3165,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:payload_too_large",
+                     *       "title": "Payload too large",
+                     *       "status": 413,
+                     *       "code": "payload_too_large",
+                     *       "detail": "Payload too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2098,6 +3190,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unsupported_media_type",
+                     *       "title": "Unsupported media type",
+                     *       "status": 415,
+                     *       "code": "unsupported_media_type",
+                     *       "detail": "Unsupported media type.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2113,6 +3215,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:validation_failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "code": "validation_failed",
+                     *       "detail": "limit: must be an integer from 1 to 200",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a",
+                     *       "errors": [
+                     *         {
+                     *           "path": "limit",
+                     *           "message": "must be an integer from 1 to 200"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2130,6 +3248,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:rate_limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "code": "rate_limited",
+                     *       "detail": "This key allows 60 requests per minute; retry in 12 s.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2141,6 +3269,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:headers_too_large",
+                     *       "title": "Request header fields too large",
+                     *       "status": 431,
+                     *       "code": "headers_too_large",
+                     *       "detail": "Request header fields too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2152,6 +3290,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:internal_error",
+                     *       "title": "Internal server error",
+                     *       "status": 500,
+                     *       "code": "internal_error",
+                     *       "detail": "Internal server error.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2165,6 +3313,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:service_unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "code": "service_unavailable",
+                     *       "detail": "Service unavailable.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2194,6 +3352,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "session_id": "ses_0VboFtAGbXu5Jn2B6YrW4Zdv7kq1Ma",
+                     *       "cancelled": 1
+                     *     }
+                     */
                     "application/json": components["schemas"]["CancelResult"];
                 };
             };
@@ -2209,6 +3373,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:malformed_json",
+                     *       "title": "Malformed JSON",
+                     *       "status": 400,
+                     *       "code": "malformed_json",
+                     *       "detail": "Malformed JSON.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2222,6 +3396,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unauthorized",
+                     *       "title": "Unauthorized",
+                     *       "status": 401,
+                     *       "code": "unauthorized",
+                     *       "detail": "A valid API key is required: Authorization: Bearer ak_<keyId>_<secret>.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2237,6 +3421,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:session_not_found",
+                     *       "title": "Session not found",
+                     *       "status": 404,
+                     *       "code": "session_not_found",
+                     *       "detail": "No such session.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2252,6 +3446,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:request_timeout",
+                     *       "title": "Request timeout",
+                     *       "status": 408,
+                     *       "code": "request_timeout",
+                     *       "detail": "Request timeout.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2267,6 +3471,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:payload_too_large",
+                     *       "title": "Payload too large",
+                     *       "status": 413,
+                     *       "code": "payload_too_large",
+                     *       "detail": "Payload too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2282,6 +3496,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:unsupported_media_type",
+                     *       "title": "Unsupported media type",
+                     *       "status": 415,
+                     *       "code": "unsupported_media_type",
+                     *       "detail": "Unsupported media type.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2297,6 +3521,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:validation_failed",
+                     *       "title": "Validation failed",
+                     *       "status": 422,
+                     *       "code": "validation_failed",
+                     *       "detail": "limit: must be an integer from 1 to 200",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a",
+                     *       "errors": [
+                     *         {
+                     *           "path": "limit",
+                     *           "message": "must be an integer from 1 to 200"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2314,6 +3554,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:rate_limited",
+                     *       "title": "Too many requests",
+                     *       "status": 429,
+                     *       "code": "rate_limited",
+                     *       "detail": "This key allows 60 requests per minute; retry in 12 s.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2325,6 +3575,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:headers_too_large",
+                     *       "title": "Request header fields too large",
+                     *       "status": 431,
+                     *       "code": "headers_too_large",
+                     *       "detail": "Request header fields too large.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2336,6 +3596,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:internal_error",
+                     *       "title": "Internal server error",
+                     *       "status": 500,
+                     *       "code": "internal_error",
+                     *       "detail": "Internal server error.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
@@ -2349,6 +3619,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:agent-channel:problem:service_unavailable",
+                     *       "title": "Service unavailable",
+                     *       "status": 503,
+                     *       "code": "service_unavailable",
+                     *       "detail": "Service unavailable.",
+                     *       "request_id": "5f0c6a2e-8d1b-4c4e-9a57-3b2f1e0d9c8a"
+                     *     }
+                     */
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };

@@ -16,7 +16,7 @@ async function turnCount(): Promise<number> {
 test('text rules: missing, non-string and blank are text_empty; over 32,000 characters is text_too_long', async () => {
   const u = await t.userWithAgent();
   const before = await turnCount();
-  for (const body of [{}, { text: 42 }, { text: null }, { text: '   \n\t ' }, { text: '' }]) {
+  for (const body of [{}, { text: 5 }, { text: 42 }, { text: null }, { text: '   \n\t ' }, { text: '' }]) {
     const res = await send(t, u, body);
     assert.equal(res.statusCode, 422, JSON.stringify(body));
     assert.equal(res.json().code, 'text_empty');

@@ -34,8 +34,8 @@ export function sendMessageRoute(app: ApiApp, ctx: ApiContext): void {
         ...COMMON_PROBLEMS,
         ...BODY_PROBLEMS,
         404: problemResponse('session_not_found or agent_not_found'),
-        422: problemResponse('`text_empty` (blank text), `text_too_long` (over 32,000 characters), `agent_required` (no `agent_id`, and you can message several agents), '
-          + '`idempotency_key_reused` (the key came with a different body), or `validation_failed` (a field is missing, of the wrong type, or holds the NUL character or a lone surrogate, or `Idempotency-Key` was sent twice; `errors` names it).'),
+        422: problemResponse('`text_empty` (`text` missing, not a string, as in `{"text": 5}`, or blank), `text_too_long` (over 32,000 characters), `agent_required` (no `agent_id`, and you can message several agents), '
+          + '`idempotency_key_reused` (the key came with a different body), or `validation_failed` (another field of the wrong type, or a field that holds the NUL character or a lone surrogate, or `Idempotency-Key` was sent twice; `errors` names it).'),
         409: problemResponse('idempotency_key_in_use: the first request with this key is still being accepted; retry after `Retry-After` (1 s).'),
         502: problemResponse('agent_failed; carries `session_id`, and `message_ts` to read the transcript after your message (`?after=`).'),
       },

@@ -123,41 +123,101 @@ document.addEventListener('click', async (event) => {
     text.textContent = message.text;
     li.append(meta, text);
     log.append(li);
+    if (message.error === 'agent_failed') addResend(li);
     scroller.scrollTop = scroller.scrollHeight; // the end (the box runs bottom up: its end is 0, and this is clamped to it)
   }
 
-  // "Waiting for you", as waiting.ts's waitingNotice draws it: what the agent has stopped on
-  // (worded by the server), each item leading to its card in the inbox. Drawn again only when it
-  // changes, so that its live region says it once.
+  // "Send again" under a turn the agent failed on, as chat-help.ts's resendForms draws it: the
+  // message it answers found as the server finds it (each agent turn takes the oldest message not
+  // yet answered).
+  function retryText(failed) {
+    const waiting = [];
+    for (const li of log.querySelectorAll('li.msg')) {
+      if (li.classList.contains('msg-user')) { waiting.push(li); continue; }
+      const message = waiting.shift();
+      if (li === failed) return message ? message.querySelector('.msg-text').textContent : null;
+    }
+    return null;
+  }
+  function addResend(li) {
+    const text = retryText(li);
+    if (text === null || li.querySelector('[data-resend]')) return;
+    const again = document.createElement('form');
+    again.method = 'post'; again.action = '/chat'; again.className = 'resend';
+    again.setAttribute('data-resend', '');
+    for (const [name, value] of [['_csrf', csrf], ['session_id', sessionId], ['retry_of', li.getAttribute('data-ts')], ['text', text]]) {
+      const input = document.createElement('input');
+      input.type = 'hidden'; input.name = name; input.value = value;
+      again.append(input);
+    }
+    const button = document.createElement('button');
+    button.type = 'submit'; button.className = 'btn btn-small btn-quiet'; button.textContent = 'Send again';
+    again.append(button);
+    li.append(again);
+  }
+
+  // "Waiting for you", as waiting.ts's waitingNotice draws it (worded by the server), and the cards
+  // that settle each item, as the server draws them (chat-awaiting.ts, sent as awaiting_html).
+  // Drawn again only when what waits changes, so that the live region says it once and a reason
+  // being written is not wiped.
   const waitingNote = root.querySelector('[data-chat-waiting]');
-  const waitingList = waitingNote && waitingNote.querySelector('[data-chat-waiting-items]');
-  const inboxLink = (id) => '/inbox#' + id;
-  let waitingShown = waitingList ? Array.from(waitingList.querySelectorAll('a'), (a) => a.getAttribute('href')).join(' ') : '';
-  function showWaiting(status, awaiting, text) {
-    if (!waitingNote) return;
+  const cards = root.querySelector('[data-chat-awaiting]');
+  const settleStatus = root.querySelector('[data-settle-status]');
+  const waitingKey = () => Array.from(cards.querySelectorAll('[data-awaiting]'), (card) => card.getAttribute('data-awaiting')).join(' ');
+  let waitingShown = cards ? waitingKey() : '';
+  function showWaiting(status, awaiting, text, awaitingHtml) {
+    if (!waitingNote || !cards) return;
     const items = status === 'idle' ? awaiting : [];
-    const shown = items.map((item) => inboxLink(item.operation_id || item.request_id)).join(' ');
+    const shown = items.map((item) => item.operation_id || item.request_id).join(' ');
     if (shown === waitingShown) return;
     waitingShown = shown;
     waitingNote.querySelector('[data-chat-waiting-text]').textContent = items.length ? text : '';
-    waitingList.textContent = '';
-    for (const item of items) {
-      const li = document.createElement('li');
-      const link = document.createElement('a');
-      if (item.type === 'action') {
-        li.append('To approve or reject (' + item.kind + '): ');
-        link.href = inboxLink(item.operation_id);
-        link.textContent = item.summary;
-      } else {
-        li.append('To answer: ');
-        link.href = inboxLink(item.request_id);
-        link.textContent = item.text;
-      }
-      li.append(link);
-      waitingList.append(li);
-    }
     waitingNote.hidden = items.length === 0;
+    const hadFocus = cards.contains(document.activeElement);
+    cards.innerHTML = items.length ? awaitingHtml : '';
+    if (hadFocus) textarea.focus();
   }
+
+  // A card's decision or answer, sent without a reload: taken, the page says so and reads what
+  // follows; refused, the card says why and keeps what was written.
+  root.addEventListener('submit', async (event) => {
+    const settle = event.target.closest('form[data-settle]');
+    if (!settle) return;
+    event.preventDefault();
+    const card = settle.closest('[data-awaiting]');
+    const error = card.querySelector('[data-settle-error]');
+    const data = new URLSearchParams(new FormData(settle, event.submitter)); // before the buttons are off: a disabled one is not sent
+    const buttons = card.querySelectorAll('button');
+    for (const b of buttons) b.disabled = true;
+    let body = {};
+    try {
+      const res = await fetch(settle.action, {
+        method: 'POST', body: data, credentials: 'same-origin',
+        headers: { Accept: 'application/json', 'X-CSRF-Token': csrf },
+      });
+      if (res.status === 401) { window.location.href = '/login?next=' + encodeURIComponent(location.pathname + location.search); return; }
+      body = await res.json().catch(() => ({}));
+    } catch {
+      body = { message: 'That could not be sent. Check your connection and try again.' };
+    }
+    for (const b of buttons) b.disabled = false;
+    if (body.ok && body.accepted !== false) {
+      error.hidden = true;
+      settleStatus.textContent = '';
+      const done = document.createElement('div');
+      done.className = 'notice notice-ok';
+      done.textContent = body.message;
+      settleStatus.append(done);
+      card.hidden = true; // settled: gone at once; the read below draws what waits now
+      if (card.contains(document.activeElement)) textarea.focus();
+      read();
+    } else {
+      error.textContent = body.message || 'That could not be recorded. Reload the page and try again.';
+      error.hidden = false;
+      const field = settle.querySelector('input[name=text], input[name=reason]');
+      if (field && field.type !== 'hidden') field.focus();
+    }
+  });
 
   // Reads what is new in the conversation: its turns after the last one shown, its status, and
   // what its agent waits for. One read at a time: asked for while one is under way, another
@@ -181,7 +241,7 @@ document.addEventListener('click', async (event) => {
         for (const m of body.messages) { append(m); lastTs = m.ts; }
         if (body.has_more) readAgain = true;
         showStatus(body.status, body.awaiting.length > 0);
-        showWaiting(body.status, body.awaiting, body.waiting_text);
+        showWaiting(body.status, body.awaiting, body.waiting_text, body.awaiting_html);
       } while (readAgain);
     } catch {
       retry = setTimeout(read, 3000); // the feed says only that something changed: a read that failed is tried again
@@ -240,13 +300,9 @@ document.addEventListener('click', async (event) => {
   }
   textarea.addEventListener('input', checkLength);
 
-  form.addEventListener('submit', async (event) => {
-    event.preventDefault();
-    if (!textarea.value.trim()) { textarea.focus(); return; }
-    checkLength();
-    if (!textarea.checkValidity()) { textarea.reportValidity(); return; }
+  // Sends a message (the form's, or a failed one's again): the page stays, the reply follows.
+  async function send(data, fromForm) {
     button.disabled = true;
-    const data = new URLSearchParams(new FormData(form));
     try {
       const res = await fetch('/chat', {
         method: 'POST', body: data, credentials: 'same-origin',
@@ -276,7 +332,8 @@ document.addEventListener('click', async (event) => {
         showError(body.message || 'The message could not be sent.');
       } else {
         showError('');
-        textarea.value = '';
+        if (settleStatus) settleStatus.textContent = ''; // what the last card did is old news once the chat goes on
+        if (fromForm) textarea.value = '';
         // Still running: said at once (the read below says the rest, and the feed what follows).
         if (body.status === 'processing' || body.status === 'queued') showStatus(body.status, false);
         await read();
@@ -287,6 +344,23 @@ document.addEventListener('click', async (event) => {
       button.disabled = false;
       textarea.focus();
     }
+  }
+
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    if (!textarea.value.trim()) { textarea.focus(); return; }
+    checkLength();
+    if (!textarea.checkValidity()) { textarea.reportValidity(); return; }
+    send(new URLSearchParams(new FormData(form)), true);
+  });
+  // "Send again": the failed message, keyed by its failed turn (chat.ts's retry_of).
+  log.addEventListener('submit', (event) => {
+    const again = event.target.closest('form[data-resend]');
+    if (!again) return;
+    event.preventDefault();
+    const data = new URLSearchParams(new FormData(again));
+    again.querySelector('button').disabled = true;
+    send(data, false);
   });
 
   textarea.addEventListener('keydown', (event) => {

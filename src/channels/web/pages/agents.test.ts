@@ -12,6 +12,8 @@ test('happy: create an agent; it is listed with its workspace', async () => {
   await web.signup();
   const page = await web.get('/agents');
   assert.match(page.body, /No agents yet/);
+  // The free plan's one agent is said before the form is used, not only once it is switched off.
+  assert.match(page.body, /<p class="muted small" id="agent-limit-note">This will be your only agent on the free plan: once it is created, this form is switched off\. The free plan allows 1 agent/);
   assert.match(page.body, /<option value="wsp_[A-Za-z0-9]+">Personal \(owner\)<\/option>/);
   const res = await web.post('/agents', { agent_name: 'Helper' });
   assert.equal(res.statusCode, 303);
@@ -21,6 +23,7 @@ test('happy: create an agent; it is listed with its workspace', async () => {
   assert.match(list.body, /<td data-label="Name">Helper<\/td>/);
   assert.match(list.body, /<td data-label="Workspace"><span>Personal <code class="muted">wsp_/);
   assert.match(list.body, /1 of 1 agent used/);
+  assert.doesNotMatch(list.body, /agent-limit-note/, 'at the limit the form says so in its place');
 });
 
 test('happy: agents shared through another workspace are listed under that workspace', async () => {

@@ -92,6 +92,7 @@ async function agentsPage(ctx: WebContext, request: FastifyRequest, reply: Fasti
       <section class="card" aria-labelledby="new-agent-h">
         <h2 id="new-agent-h">Create an agent</h2>
         ${atLimit && !state.limitRefused ? notice('info', html`You have ${owned} of ${limit} agent${limit === 1 ? '' : 's'}, so you cannot create another. ${planLimitText(ctx, session.plan)}`) : ''}
+        ${!atLimit && limit - owned <= 1 ? html`<p class="muted small" id="agent-limit-note">${owned === 0 && limit === 1 ? 'This will be your only agent' : 'This will be your last agent'} on the ${session.plan} plan: once it is created, this form is switched off. ${planLimitText(ctx, session.plan)}</p>` : ''}
         <form method="post" action="/agents" class="grid-form cols-2" novalidate>
           ${csrfField(request.csrfToken)}
           <fieldset class="contents"${atLimit ? html` disabled` : ''}>

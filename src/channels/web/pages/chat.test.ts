@@ -62,37 +62,48 @@ test('happy: with JS the post answers JSON at once, and the script reads the tra
   assert.deepEqual(after.json().messages.map((m: { text: string }) => m.text), ['You said: slow one']);
 });
 
-test('happy: what a conversation leaves waiting for you is named, each item leading to the inbox, until it is settled', async () => {
+test('happy: what a conversation leaves waiting for you is named, each item in a card that settles it, until it is settled', async () => {
   const { web, agentId, email } = await withAgent();
   const userId = (await t.runtime.services.accounts.requireByEmail(email)).id;
   const sent = await web.post('/chat', { agent_id: agentId, text: '!action email Send the report' });
   const location = String(sent.headers.location);
   const sessionId = location.split('=')[1]!;
-  const note = (body: string) => /<div class="notice notice-info chat-waiting" data-chat-waiting( hidden)?>[\s\S]*?<\/ul>/.exec(body)?.[0] ?? '';
+  const note = (body: string) => /<div class="notice notice-info chat-waiting" data-chat-waiting( hidden)?>[\s\S]*?<\/div>/.exec(body)?.[0] ?? '';
+  const cards = (body: string) => /<div data-chat-awaiting>([\s\S]*?)<\/div>\s*<div class="chat-settled"/.exec(body)?.[1] ?? '';
   const chatBadge = (body: string) => /<span data-chat-badge>(<span class="badge [^"]+">[^<]*<\/span>)/.exec(body)?.[1];
   const { actions: [action] } = await t.runtime.services.missions.listActions(userId, { sessionId });
   const page = (await web.get(location)).body;
   const waiting = note(page);
   assert.doesNotMatch(waiting, / hidden>/);
-  assert.match(waiting, /<strong>Waiting for you:<\/strong> <span data-chat-waiting-text>1 action to approve or reject<\/span>\. <a href="\/inbox">Open the inbox<\/a>/);
-  assert.match(waiting, new RegExp(`<li>To approve or reject \\(email\\): <a href="/inbox#${action!.operation_id}">Send the report</a></li>`));
+  assert.match(waiting, /<strong>Waiting for you:<\/strong> <span data-chat-waiting-text>1 action to approve or reject<\/span>, below or in <a href="\/inbox">the inbox<\/a>\./);
+  const actionCard = cards(page);
+  assert.match(actionCard, /<span class="badge badge-kind">email<\/span> <h2 class="item-title">Send the report<\/h2>/);
+  assert.match(actionCard, new RegExp(`<form method="post" action="/inbox/actions/${action!.operation_id}" class="decide row" data-settle>`));
+  assert.match(actionCard, new RegExp(`<input type="hidden" name="back" value="/chat\\?session=${sessionId}">`));
+  for (const decision of ['approve', 'approve_same_type']) assert.match(actionCard, new RegExp(`name="decision" value="${decision}"`));
+  assert.match(actionCard, /<input type="hidden" name="decision" value="reject">/);
   assert.equal(chatBadge(page), '<span class="badge badge-waiting">waiting for you</span>');
 
   await web.post('/chat', { session_id: sessionId, text: '!ask number How many copies?' });
   const both = note((await web.get(location)).body);
   assert.match(both, /1 action to approve or reject and 1 question to answer/);
   const { questions: [question] } = await t.runtime.services.missions.listQuestions(userId, { sessionId });
-  assert.match(both, new RegExp(`<li>To answer: <a href="/inbox#${question!.request_id}">How many copies\\?</a></li>`));
+  const bothCards = cards((await web.get(location)).body);
+  assert.match(bothCards, new RegExp(`<form method="post" action="/inbox/questions/${question!.request_id}" class="answer" data-settle>`));
+  assert.match(bothCards, /<h2 class="item-title" id="chat-req_[A-Za-z0-9]+-text">How many copies\?<\/h2>/);
+  assert.match(bothCards, /name="text" type="text" required[^>]* inputmode="decimal">/);
   // The script reads it with the transcript, worded as the page words it.
   const read = (await web.get(`/conversations/${sessionId}/messages.json`, { accept: 'application/json' })).json();
   assert.deepEqual(read.awaiting.map((item: { type: string }) => item.type), ['action', 'question']);
   assert.equal(read.waiting_text, '1 action to approve or reject and 1 question to answer');
+  assert.equal(read.awaiting_html, bothCards.replace(/name="_csrf" value="[^"]*"/g, `name="_csrf" value="${web.csrf}"`), 'the cards, as the page draws them');
 
   // While the agent works, the page says that, not "waiting for you".
   const busy = await web.post('/chat', { session_id: sessionId, text: '!sleep 1000 a moment' }, { accept: 'application/json' });
   assert.equal(busy.json().status, 'processing');
   const working = (await web.get(location)).body;
   assert.match(note(working), / hidden>/);
+  assert.equal(cards(working), '', 'and no cards');
   assert.equal(chatBadge(working), '<span class="badge badge-processing">processing</span>');
 
   await t.runtime.services.missions.decide(userId, [{ operation_id: action!.operation_id, decision: 'reject' }]);
@@ -221,7 +232,7 @@ test('security: HTML in messages is escaped', async () => {
   // What the agent waits for is the agent's text too.
   await web.post('/chat', { session_id: sessionId, text: '!action <i>kind</i> <img src=y onerror="alert(2)">' });
   const waiting = (await web.get(String(sent.headers.location))).body;
-  assert.match(waiting, /To approve or reject \(&lt;i&gt;kind&lt;\/i&gt;\): <a href="\/inbox#op_[A-Za-z0-9]+">&lt;img src=y onerror=&quot;alert\(2\)&quot;&gt;<\/a>/);
+  assert.match(waiting, /<span class="badge badge-kind">&lt;i&gt;kind&lt;\/i&gt;<\/span> <h2 class="item-title">&lt;img src=y onerror=&quot;alert\(2\)&quot;&gt;<\/h2>/);
   assert.ok(!waiting.includes('<img src=y'));
 });
 

@@ -7,8 +7,11 @@ import { html, type SafeHtml } from '../html.ts';
 import { csrfField, notice } from '../layout.ts';
 import type { TranscriptResult } from '../../../services/conversations/schemas.ts';
 import type { LatestTranscript } from '../../../services/conversations/transcripts.ts';
-import { messageList, readLatest } from './conversations.ts';
-import { sessionBadge, waitingNotice } from './waiting.ts';
+import { messageList, readLatest, readTranscript } from './conversations.ts';
+import { sessionBadge, waitingNotice, waitingText, waitsForYou } from './waiting.ts';
+import { awaitingCards } from './chat-awaiting.ts';
+import { builtInAgentHelp, resendForms } from './chat-help.ts';
+import { outcomeText } from './inbox.ts';
 import { hangUpSignal } from '../../hang-up.ts';
 
 // Without JS the form post waits this long for the reply before showing the page (which, while
@@ -35,14 +38,33 @@ const STATUS_TEXT: Record<SessionStatus, string> = {
 
 /** Chat: talks to an agent through the same pipeline as the API (channel "web"). */
 export function chatRoutes(app: FastifyInstance, ctx: WebContext): void {
-  app.get('/chat', authed<{ Querystring: { agent?: string; session?: string } }>(async (request, reply, session) => {
+  app.get('/chat', authed<{ Querystring: { agent?: string; session?: string; done?: string; n?: string } }>(async (request, reply, session) => {
     const agents = await ctx.services.agents.listForUser(session.userId);
     let transcript: LatestTranscript | null = null;
     if (request.query.session) {
       transcript = await readLatest(ctx, session.userId, request.query.session);
       if (!transcript) return errorPage(request, reply, 404, 'Conversation not found', 'You have no conversation with this id.');
     }
-    return chatPage(request, reply, { agents, transcript, selectedAgent: request.query.agent });
+    // A decision or an answer sent from this page without the script comes back here (inbox.ts's `back`).
+    const { done, n } = request.query;
+    const settled = done === 'approved' || done === 'rejected' || done === 'answered'
+      ? outcomeText(done, Math.max(1, Math.min(1000, Number.parseInt(n ?? '1', 10) || 1))) : undefined;
+    return chatPage(ctx, request, reply, { agents, transcript, selectedAgent: request.query.agent, settled });
+  }));
+
+  /**
+   * The transcript as JSON for the chat page's script (same session cookie, same owner check),
+   * with what its agent waits for in words and as the cards that settle it, as the page draws them.
+   */
+  app.get('/conversations/:sessionId/messages.json', authed<{ Params: { sessionId: string }; Querystring: { after?: string } }>(async (request, reply, session) => {
+    const transcript = await readTranscript(ctx, session.userId, request.params.sessionId, request.query.after);
+    if (!transcript) return reply.code(404).send({ error: 'session_not_found' });
+    const waits = waitsForYou(transcript.status, transcript.awaiting.length);
+    return reply.send({
+      ...transcript,
+      waiting_text: waitingText(transcript.awaiting),
+      awaiting_html: waits ? awaitingCards(transcript.awaiting, { csrfToken: request.csrfToken, sessionId: transcript.session_id }).value : '',
+    });
   }));
 
   app.post('/chat', authed(async (request, reply, session) => {
@@ -50,6 +72,9 @@ export function chatRoutes(app: FastifyInstance, ctx: WebContext): void {
     const text = formValue(request.body, 'text');
     const sessionId = formValue(request.body, 'session_id');
     const agentId = formValue(request.body, 'agent_id');
+    // "Send again" after a failed turn: keyed by that turn, so that the retry is not taken for a
+    // duplicate of the failed message (the duplicate window), and a second click is not a third try.
+    const retryOf = formValue(request.body, 'retry_of');
     try {
       await takeChatAllowance(ctx, session.userId, reply);
       if (sessionId && !looksLikeId('session', sessionId)) throw new Problem('session_not_found', 'No such session.');
@@ -57,6 +82,7 @@ export function chatRoutes(app: FastifyInstance, ctx: WebContext): void {
         userId: session.userId, channel: 'web', text,
         ...(sessionId ? { sessionId } : {}),
         ...(!sessionId && agentId ? { agentId } : {}),
+        ...(retryOf && sessionId ? { idempotencyKey: `web-retry:${sessionId}:${retryOf.slice(0, 64)}` } : {}),
         waitMs: Math.min(json ? JS_WAIT_MS : NO_JS_WAIT_MS, ctx.config.waitCeilingMs),
         signal: hangUpSignal(request, reply),
       });
@@ -72,7 +98,7 @@ export function chatRoutes(app: FastifyInstance, ctx: WebContext): void {
       const agents = await ctx.services.agents.listForUser(session.userId);
       const transcript = sessionId ? await readLatest(ctx, session.userId, sessionId) : null;
       const message = ERROR_TEXT[error.code] ?? error.message;
-      return chatPage(request, reply, { agents, transcript, selectedAgent: agentId, error: message, text, status: error.status });
+      return chatPage(ctx, request, reply, { agents, transcript, selectedAgent: agentId, error: message, text, status: error.status });
     }
   }));
 }
@@ -97,8 +123,9 @@ async function takeChatAllowance(ctx: WebContext, userId: string, reply: Fastify
     + `Try again in ${verdict.resetSeconds} second${verdict.resetSeconds === 1 ? '' : 's'}.`);
 }
 
-function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
+function chatPage(ctx: WebContext, request: FastifyRequest, reply: FastifyReply, state: {
   agents: AgentView[]; transcript: LatestTranscript | null; selectedAgent?: string | undefined; error?: string; text?: string; status?: number;
+  settled?: string | undefined;
 }) {
   const { agents, transcript } = state;
   const agent = transcript ? agents.find((a) => a.agent_id === transcript.agent_id) : undefined;
@@ -124,11 +151,14 @@ function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
         data-last-ts="${lastTs}" data-agent-name="${agentName}">
         ${transcript?.has_earlier ? html`<p class="muted small earlier"><a href="/conversations/${transcript.session_id}?before=${encodeURIComponent(firstTs)}">Earlier messages</a> (showing the latest ${transcript.messages.length})</p>` : ''}
         <div class="chat-scroll" data-chat-scroll tabindex="0" role="region" aria-label="Transcript">
-          ${transcript ? messageList(transcript.messages, agentName) : html`<ol class="chat-log" data-chat-log aria-live="polite"><li class="muted empty">Say hello to start a conversation.</li></ol>`}
+          ${transcript ? messageList(transcript.messages, agentName, resendForms(transcript, request.csrfToken)) : html`<ol class="chat-log" data-chat-log aria-live="polite"><li class="muted empty">Say hello to start a conversation.</li></ol>`}
         </div>
         <p class="chat-status" data-chat-status role="status" aria-live="polite">${status === 'idle' ? '' : html`<span class="spinner" aria-hidden="true"></span> ${STATUS_TEXT[status]}
           <noscript><a href="/chat?session=${transcript!.session_id}">Show the reply</a></noscript>`}</p>
         ${waitingNotice(transcript)}
+        <div data-chat-awaiting>${transcript && waitsForYou(transcript.status, transcript.awaiting.length)
+          ? awaitingCards(transcript.awaiting, { csrfToken: request.csrfToken, sessionId: transcript.session_id }) : ''}</div>
+        <div class="chat-settled" role="status" data-settle-status>${state.settled ? html`<div class="notice notice-ok">${state.settled}</div>` : ''}</div>
         <div data-chat-error>${state.error ? notice('error', state.error) : ''}</div>
         <form method="post" action="/chat" class="chat-form" data-chat-form>
           ${csrfField(request.csrfToken)}
@@ -147,6 +177,7 @@ function chatPage(request: FastifyRequest, reply: FastifyReply, state: {
           </div>
           <div class="form-actions"><button type="submit" class="btn">Send</button> <span class="muted small" data-js-hint hidden>Ctrl+Enter sends</span></div>
         </form>
+        ${ctx.config.model ? '' : builtInAgentHelp(!transcript)}
       </section>`;
   }
   return render(request, reply, {

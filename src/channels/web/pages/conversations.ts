@@ -4,7 +4,7 @@ import { Problem } from '../../../domain/problems.ts';
 import { authed, errorPage, render, type WebContext } from '../context.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { time } from '../layout.ts';
-import { sessionBadge, waitingText } from './waiting.ts';
+import { sessionBadge } from './waiting.ts';
 import type { TranscriptResult } from '../../../services/conversations/schemas.ts';
 import type { LatestTranscript } from '../../../services/conversations/transcripts.ts';
 
@@ -78,16 +78,6 @@ export function conversationsRoutes(app: FastifyInstance, ctx: WebContext): void
         </section>`,
     });
   }));
-
-  /**
-   * The transcript as JSON for the chat page's script (same session cookie, same owner check),
-   * with what its agent waits for in words, as the page says it.
-   */
-  app.get('/conversations/:sessionId/messages.json', authed<{ Params: { sessionId: string }; Querystring: { after?: string } }>(async (request, reply, session) => {
-    const transcript = await readTranscript(ctx, session.userId, request.params.sessionId, request.query.after);
-    if (!transcript) return reply.code(404).send({ error: 'session_not_found' });
-    return reply.send({ ...transcript, waiting_text: waitingText(transcript.awaiting) });
-  }));
 }
 
 /** A message cut to one short line for a list: whitespace folded, at most 80 characters (code points). */
@@ -120,10 +110,13 @@ async function orNull<T>(read: Promise<T>): Promise<T | null> {
 
 export type TranscriptMessage = TranscriptResult['messages'][number];
 
-export function messageList(messages: TranscriptMessage[], agentName: string): SafeHtml {
+/** What follows a message inside its item (the chat's "Send again" after a failed turn). */
+export type MessageExtra = (message: TranscriptMessage, index: number, messages: TranscriptMessage[]) => SafeHtml | '';
+
+export function messageList(messages: TranscriptMessage[], agentName: string, extra?: MessageExtra): SafeHtml {
   return html`<ol class="chat-log" data-chat-log aria-live="polite">
     ${messages.length === 0 ? html`<li class="muted empty">No messages yet.</li>` : ''}
-    ${messages.map((m) => messageItem(m, agentName))}
+    ${messages.map((m, i) => messageItem(m, agentName, extra?.(m, i, messages)))}
   </ol>`;
 }
 
@@ -131,9 +124,9 @@ export function messageList(messages: TranscriptMessage[], agentName: string): S
  * An error turn is marked "failed" (every error turn says the agent failed on the message); its
  * code, for whoever reads the API too, is in the title. app.js marks the turns it adds the same way.
  */
-export function messageItem(m: TranscriptMessage, agentName: string): SafeHtml {
+export function messageItem(m: TranscriptMessage, agentName: string, extra: SafeHtml | '' = ''): SafeHtml {
   return html`<li class="msg msg-${m.role}${m.error ? ' msg-error' : ''}" data-ts="${m.ts}">
     <div class="msg-meta"><span class="msg-who">${m.role === 'user' ? 'You' : agentName}</span> ${time(m.ts)}${m.error ? html` <span class="badge badge-error" title="Error code: ${m.error}">failed</span>` : ''}</div>
-    <div class="msg-text">${m.text}</div>
+    <div class="msg-text">${m.text}</div>${extra}
   </li>`;
 }

@@ -1,9 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { WebSession } from '../../../services/web-sessions.ts';
-import { authed, formValue, render, type WebContext } from '../context.ts';
+import { authed, formValue, render, wantsJson, type WebContext } from '../context.ts';
 import { setFlash, takeFlash, type Flash } from '../flash.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { csrfField, notice, time } from '../layout.ts';
+import { looksLikeId } from '../../../domain/ids.ts';
 import { PAGE_LIMIT } from '../../../domain/paging.ts';
 import { REASON_MAX_LENGTH as REASON_MAX, TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
 import { DECISIONS, type Decision } from '../../../services/missions/schemas.ts';
@@ -55,10 +56,7 @@ export function inboxRoutes(app: FastifyInstance, ctx: WebContext): void {
     const problem = settled ? `Your decision was not recorded: “${settled.summary}” ${SETTLED[settled.outcome]}`
       : error && Object.hasOwn(ERRORS, error) ? ERRORS[error]!
       : null;
-    const outcome = done === 'approved' ? (count > 1 ? `Approved ${count} actions. The agent carries on.` : 'Approved. The agent carries on.')
-      : done === 'rejected' ? 'Rejected. The agent has been told.'
-      : done === 'answered' ? 'Answer accepted. The agent carries on.'
-      : null;
+    const outcome = done === 'approved' || done === 'rejected' || done === 'answered' ? outcomeText(done, count) : null;
     const message = outcome ? notice('ok', outcome) : problem ? notice('error', problem) : null;
     const failed = !outcome && problem !== null;
     let refused: Refused | undefined;
@@ -76,34 +74,63 @@ export function inboxRoutes(app: FastifyInstance, ctx: WebContext): void {
   app.post(`${INBOX_PATH}/actions/:operationId`, authed<{ Params: { operationId: string } }>(async (request, reply, session) => {
     const decision = formValue(request.body, 'decision') as Decision;
     const reason = formValue(request.body, 'reason').trim();
-    if (!(DECISIONS as readonly string[]).includes(decision)) return reply.redirect(`${INBOX_PATH}?error=invalid_decision`, 303);
+    const json = wantsJson(request);
+    const back = chatBack(formValue(request.body, 'back'));
+    if (!(DECISIONS as readonly string[]).includes(decision)) {
+      return json ? reply.code(422).send({ ok: false, error: 'invalid_decision', message: ERRORS.invalid_decision }) : reply.redirect(`${INBOX_PATH}?error=invalid_decision`, 303);
+    }
     const entry = { operation_id: request.params.operationId, decision, ...(decision === 'reject' && reason ? { reason } : {}) };
     const { results: [result] } = await ctx.services.missions.decide(session.userId, [entry]);
     if (!result?.ok) {
       const code = result?.error.code;
+      const known = code && Object.hasOwn(ERRORS, code) ? code : 'failed';
+      if (json) return reply.code(409).send({ ok: false, error: known, message: ERRORS[known] });
       const named = code === 'already_settled' || code === 'not_found' ? `&op=${encodeURIComponent(request.params.operationId)}` : '';
-      return reply.redirect(`${INBOX_PATH}?error=${code && Object.hasOwn(ERRORS, code) ? code : 'failed'}${named}`, 303);
+      return reply.redirect(`${INBOX_PATH}?error=${known}${named}`, 303);
     }
     const n = 1 + result.also_approved.length;
-    return reply.redirect(`${INBOX_PATH}?done=${result.outcome === 'rejected' ? 'rejected' : 'approved'}&n=${n}`, 303);
+    const done = result.outcome === 'rejected' ? 'rejected' : 'approved';
+    if (json) return reply.send({ ok: true, outcome: done, message: outcomeText(done, n) });
+    return reply.redirect(`${back ? `${back}&` : `${INBOX_PATH}?`}done=${done}&n=${n}`, 303);
   }));
 
   app.post(`${INBOX_PATH}/questions/:requestId`, authed<{ Params: { requestId: string } }>(async (request, reply, session) => {
     const requestId = request.params.requestId;
     const text = formValue(request.body, 'text');
+    const json = wantsJson(request);
+    const back = chatBack(formValue(request.body, 'back'));
     const refuse = (reason: string) => {
+      if (json) return reply.code(422).send({ ok: true, accepted: false, message: `Not accepted: ${reason}` });
       const kept = Buffer.byteLength(text) <= KEPT_ANSWER_MAX_BYTES ? text : '';
       setFlash(ctx.sealer, request, reply, REFUSED_FLASH, session.userId, { requestId, reason: reason.slice(0, 500), text: kept });
       return reply.redirect(`${INBOX_PATH}?refused=${encodeURIComponent(requestId)}#${encodeURIComponent(requestId)}`, 303);
     };
     if (!text.trim()) return refuse('Write an answer first.');
     const { results: [result] } = await ctx.services.missions.answer(session.userId, [{ request_id: requestId, text }]);
-    if (result?.ok && result.accepted) return reply.redirect(`${INBOX_PATH}?done=answered`, 303);
+    if (result?.ok && result.accepted) {
+      return json ? reply.send({ ok: true, accepted: true, message: outcomeText('answered', 1) }) : reply.redirect(`${back ? `${back}&` : `${INBOX_PATH}?`}done=answered`, 303);
+    }
     // A refusal always says why (the result's shape leaves `reason` optional: an accepted answer has none).
     if (result?.ok) return refuse(result.reason ?? 'The answer was not accepted.');
     const code = result?.error.code === 'not_found' ? 'question_not_found' : result?.error.code === 'already_answered' ? 'already_answered' : 'failed';
+    if (json) return reply.code(409).send({ ok: false, error: code, message: ERRORS[code] });
     return reply.redirect(`${INBOX_PATH}?error=${code}`, 303);
   }));
+}
+
+/** What a decision or an answer taken did, as the page says it. */
+export function outcomeText(done: 'approved' | 'rejected' | 'answered', count: number): string {
+  if (done === 'approved') return count > 1 ? `Approved ${count} actions. The agent carries on.` : 'Approved. The agent carries on.';
+  return done === 'rejected' ? 'Rejected. The agent has been told.' : 'Answer accepted. The agent carries on.';
+}
+
+/**
+ * Where a form sent from the chat goes back to once taken: that chat (the only page besides the
+ * inbox with these forms), or null for the inbox. Nothing else is followed (no open redirect).
+ */
+function chatBack(value: string): string | null {
+  const sessionId = /^\/chat\?session=([^&#]+)$/.exec(value)?.[1];
+  return sessionId && looksLikeId('session', sessionId) ? value : null;
 }
 
 async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: FastifyReply, session: WebSession, state: {
@@ -204,7 +231,7 @@ async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: Fastif
  * label>"): every card has an Approve, a Reject, an answer field…, and a list of their names
  * should tell them apart. The card's title, cut to one short line.
  */
-function cardContext(title: string): SafeHtml {
+export function cardContext(title: string): SafeHtml {
   return html`<span class="sr-only"> “${preview(title, 60)}”</span>`;
 }
 
@@ -224,9 +251,8 @@ function detailsBlock(details: unknown, shown: { kind: string; summary: string }
   return html`<pre class="details">${typeof value === 'string' ? value : JSON.stringify(value, null, 2)}</pre>`;
 }
 
-
-/** How the inbox names the kind of answer a question expects. */
-function answerHint(answerType: string): string {
+/** How the inbox (and the chat) names the kind of answer a question expects. */
+export function answerHint(answerType: string): string {
   const choice = /^choice:(.+)$/.exec(answerType);
   if (choice) return `one of: ${choice[1]!.split('|').join(', ')}`;
   return ({ text: 'text', number: 'a number', date: 'a date, YYYY-MM-DD', email: 'an email address', yesno: 'yes or no' } as Record<string, string>)[answerType] ?? answerType;

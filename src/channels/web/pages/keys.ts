@@ -3,6 +3,8 @@ import { parseBearer } from '../../../domain/api-key.ts';
 import { Problem } from '../../../domain/problems.ts';
 import type { WebSession } from '../../../services/web-sessions.ts';
 import { createKeyInputSchema, type KeyView } from '../../../services/keys.ts';
+import type { AgentView } from '../../../services/agents.ts';
+import { API_PREFIX } from '../../api-prefix.ts';
 import { authed, errorPage, formValue, render, type WebContext } from '../context.ts';
 import { FLASH_KEY_COOKIE } from '../cookies.ts';
 import { setFlash, takeFlash, type Flash } from '../flash.ts';
@@ -162,6 +164,37 @@ function minutesInWords(ms: number): string {
   return `${word} minute${minutes === 1 ? '' : 's'}`;
 }
 
+/** The API's address as people reach this server: PUBLIC_URL, else as this request came (Host, or X-Forwarded-* from a proxy TRUST_PROXY names). */
+function apiBaseUrl(ctx: WebContext, request: FastifyRequest): string {
+  return `${ctx.config.publicUrl ?? `${request.protocol}://${request.host}`}${API_PREFIX}`;
+}
+
+/** A word as a POSIX shell reads it back unchanged: as it is when it holds nothing the shell treats specially, else single-quoted. */
+function shellWord(value: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(value) ? value : `'${value.replaceAll("'", "'\\''")}'`;
+}
+
+/**
+ * Beside the new key, shown with it once: `curl` lines to paste, with this key and this server's
+ * address, that list its agents and send a first message (to the first agent, when there are
+ * several: a message to a new session must then name one).
+ */
+function tryItPanel(token: string, apiBase: string, agents: readonly AgentView[]): SafeHtml {
+  const auth = shellWord(`Authorization: Bearer ${token}`);
+  const body = JSON.stringify({ ...(agents.length > 1 ? { agent_id: agents[0]!.agent_id } : {}), text: 'hello' });
+  const lines = [
+    `curl -s -H ${auth} ${shellWord(`${apiBase}/agents`)}`,
+    `curl -s -H ${auth} -H 'Content-Type: application/json' \\\n     -d ${shellWord(body)} ${shellWord(`${apiBase}/messages`)}`,
+  ].join('\n');
+  return html`<h3 class="try-h" id="try-h">Try it</h3>
+    <p class="small">List your agents and send a first message${agents.length > 1 ? html` (to ${agents[0]!.name})` : ''}: paste these lines into a terminal.${agents.length === 0 ? html` <a href="/agents">Create an agent</a> first: a message needs one.` : ''}</p>
+    <div class="copy-block">
+      <pre class="code-block" id="new-key-curl"><code>${lines}</code></pre>
+      <div class="copy-row"><button type="button" class="btn btn-quiet btn-small" data-copy="#new-key-curl code" hidden>Copy<span class="sr-only"> the curl lines</span></button>
+      <span class="small" role="status" data-copy-status></span></div>
+    </div>`;
+}
+
 /** The account page's heading and tabs (the webhooks and channels pages show them too). */
 export function accountHeader(tab: 'profile' | 'keys' | 'webhooks' | 'channels'): SafeHtml {
   return html`<h1>Account</h1>
@@ -180,7 +213,7 @@ export const REVOKED_KEYS_SHOWN = 20;
 async function keysPage(ctx: WebContext, limits: KeyLimits, request: FastifyRequest, reply: FastifyReply, session: WebSession, state: {
   newKey: { keyId: string; token: unknown } | null; form: KeyForm; errors: FieldErrors; status?: number; revoked?: string | undefined;
 }) {
-  const keys = await ctx.services.keys.list(session.userId);
+  const [keys, agents] = await Promise.all([ctx.services.keys.list(session.userId), ctx.services.agents.listForUser(session.userId)]);
   const revoked = state.revoked ? keys.find((k) => k.key_id === state.revoked) : undefined;
   let created: { token: string; key: KeyView } | null = null;
   let lost: KeyView | null = null;
@@ -211,7 +244,8 @@ async function keysPage(ctx: WebContext, limits: KeyLimits, request: FastifyRequ
             <button type="button" class="btn" data-copy="#new-key code" hidden>Copy<span class="sr-only"> the key</span></button>
             <span class="small" role="status" data-copy-status></span>
           </div>
-          <p class="muted small">Use it as <code>Authorization: Bearer &lt;key&gt;</code> against <code>/api/v1/api-channel</code>.</p>
+          <p class="muted small">Use it as <code>Authorization: Bearer &lt;key&gt;</code> against <code>${API_PREFIX}</code>.</p>
+          ${tryItPanel(created.token, apiBaseUrl(ctx, request), agents)}
         </section>` : ''}
       <section class="card" aria-labelledby="create-h">
         <h2 id="create-h">Create a key</h2>

@@ -34,20 +34,14 @@ export function waitingText(awaiting: readonly AwaitingItem[]): string {
 }
 
 /**
- * The chat's "Waiting for you", with each item leading to its card in the inbox; hidden (for the
- * script to fill in) while nothing waits. In a live region that is always there, so that a
- * screen reader says it when it appears. app.js's showWaiting draws the same.
+ * The chat's "Waiting for you": how many actions and questions its agent has stopped on, hidden
+ * (for the script to fill in) while nothing waits; the cards to settle them follow it
+ * (chat-awaiting.ts). In a live region that is always there, so that a screen reader says it when
+ * it appears. app.js's showWaiting draws the same.
  */
 export function waitingNotice(transcript: Pick<TranscriptResult, 'status' | 'awaiting'> | null): SafeHtml {
   const awaiting = transcript && waitsForYou(transcript.status, transcript.awaiting.length) ? transcript.awaiting : [];
   return html`<div role="status"><div class="notice notice-info chat-waiting" data-chat-waiting${awaiting.length ? '' : html` hidden`}>
-    <p><strong>Waiting for you:</strong> <span data-chat-waiting-text>${waitingText(awaiting)}</span>. <a href="/inbox">Open the inbox</a></p>
-    <ul class="chat-waiting-items" data-chat-waiting-items>${awaiting.map(waitingItem)}</ul>
+    <p><strong>Waiting for you:</strong> <span data-chat-waiting-text>${waitingText(awaiting)}</span>, below or in <a href="/inbox">the inbox</a>.</p>
   </div></div>`;
-}
-
-function waitingItem(item: AwaitingItem): SafeHtml {
-  return item.type === 'action'
-    ? html`<li>To approve or reject (${item.kind}): <a href="/inbox#${item.operation_id}">${item.summary}</a></li>`
-    : html`<li>To answer: <a href="/inbox#${item.request_id}">${item.text}</a></li>`;
 }
