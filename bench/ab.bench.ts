@@ -19,13 +19,11 @@
  * made by its own tree's CLI (a revision may have fewer migrations).
  */
 import { spawnSync } from 'node:child_process';
-import pg from 'pg';
 import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  alternatingRounds, API, assertEveryMessageCompleted, HUGE_LIMIT, load, messageRequests, roundOnFreshServer, seedAccount, startServer, stopChildren, stopServer, summarize,
-  type RoundResult,
+  alternatingRounds, API, assertEveryMessageCompleted, dropPgSchemas, HUGE_LIMIT, load, messageRequests, PG_URL, roundOnFreshServer, seedAccount, startServer, stopChildren, stopServer, summarize, type RoundResult,
 } from './lib.ts';
 
 const BASE = process.env.BASE;
@@ -40,7 +38,6 @@ const WARMUP_SECONDS = Number(process.env.WARMUP_SECONDS ?? 2);
 const PROCESS_WARMUP_SECONDS = Number(process.env.PROCESS_WARMUP_SECONDS ?? 2);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? (ROUTE === 'agents' ? 10 : 50));
 const DATABASE = process.env.DATABASE ?? 'sqlite';
-const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const AGENTS = 50;
 if (!BASE) throw new Error('Set BASE to the git revision to compare this tree with, e.g. BASE=HEAD~1');
 if (ROUTE !== 'messages' && ROUTE !== 'agents') throw new Error('ROUTE is messages or agents');
@@ -113,9 +110,6 @@ machine: ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), Node ${proce
   spawnSync('git', ['worktree', 'remove', '--force', baseTree], { cwd: here });
   rmSync(dir, { recursive: true, force: true });
   if (pgSchemas.length > 0) {
-    const client = new pg.Client({ connectionString: PG_URL });
-    await client.connect();
-    for (const schema of pgSchemas) await client.query(`drop schema if exists ${schema} cascade`);
-    await client.end();
+    await dropPgSchemas(...pgSchemas);
   }
 }

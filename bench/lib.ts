@@ -4,7 +4,22 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
+import pg from 'pg';
 import { API_PREFIX } from '../src/channels/api/prefix.ts';
+
+/** The PostgreSQL the benchmarks use (BENCH_PG_URL), each run in a schema of its own. */
+export const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+/** Drops a run's PostgreSQL schemas, with whatever it wrote. */
+export async function dropPgSchemas(...schemas: string[]): Promise<void> {
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    for (const schema of schemas) await client.query(`drop schema if exists ${schema} cascade`);
+  } finally {
+    await client.end();
+  }
+}
 
 export const CLI = join(import.meta.dirname, '..', 'bin', 'agent-channel.js');
 

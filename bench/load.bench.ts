@@ -25,10 +25,11 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import pg from 'pg';
 import { loadConfig } from '../src/config.ts';
 import { createRuntime } from '../src/runtime.ts';
-import { API, CLI, cpuMicros, HUGE_LIMIT, median, percentile, serverPid, startServer, stopChildren, stopServer } from './lib.ts';
+import {
+  API, CLI, cpuMicros, dropPgSchemas, HUGE_LIMIT, median, percentile, PG_URL, serverPid, startServer, stopChildren, stopServer,
+} from './lib.ts';
 import { ApiClient, nowMs } from './push-client.ts';
 import { longPoll, StreamedReplies, type Learned } from './replies.ts';
 
@@ -60,7 +61,6 @@ const SETUPS: Array<{ name: string; env: Record<string, string> }> = [
   ...(flags.versus ? [{ name: flags.versus, env: Object.fromEntries(flags.versus.split(' ').filter(Boolean).map((pair) => pair.split('=') as [string, string])) }] : []),
 ];
 const DATABASE = process.env.DATABASE ?? 'sqlite';
-const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const LONG_POLL_SECONDS = 25;
 // A reply not in hand this long after its message is a lost turn.
 const TURN_TIMEOUT_MS = 30_000;
@@ -249,10 +249,7 @@ ${rows.map((r) => `| ${r.n} | ${r.mode} | ${r.setup} | ${r.turnsPerSecond.toFixe
   await stopChildren();
   rmSync(dir, { recursive: true, force: true });
   if (DATABASE === 'postgres') {
-    const client = new pg.Client({ connectionString: PG_URL });
-    await client.connect();
-    await client.query(`drop schema if exists ${schema} cascade`);
-    await client.end();
+    await dropPgSchemas(schema);
   }
 }
 if (failed) console.error('FAILED: an error, a lost turn or a hanging request (see above)');

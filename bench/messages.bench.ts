@@ -12,12 +12,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import { formatTs, nowMicros } from '../src/domain/turn-clock.ts';
 import { openStore } from '../src/store/store.ts';
 import {
-  alternatingRounds, API, assertEveryMessageCompleted, CLI, HUGE_LIMIT, load, median, messageRequests, roundOnFreshServer, seedAccount, startServer, stopChildren, summarize,
-  type RoundResult,
+  alternatingRounds, API, assertEveryMessageCompleted, CLI, dropPgSchemas, HUGE_LIMIT, load, median, messageRequests, PG_URL, roundOnFreshServer, seedAccount, startServer, stopChildren, summarize, type RoundResult,
 } from './lib.ts';
 
 const ROUNDS = Number(process.env.ROUNDS ?? 5);
@@ -34,7 +32,7 @@ const WARMUP_SECONDS = Number(process.env.WARMUP_SECONDS ?? 10);
 const dir = mkdtempSync(join(tmpdir(), 'agent-channel-bench-'));
 const schema = `bench_${process.pid}`;
 const databaseUrl = DATABASE === 'postgres'
-  ? `${process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'}?schema=${schema}`
+  ? `${PG_URL}?schema=${schema}`
   : `sqlite:${join(dir, 'bench.db')}`;
 const env = {
   ...process.env,
@@ -96,10 +94,7 @@ ${[1, 10].map((c) => `| ${c} connection${c > 1 ? 's' : ''} | ${median(transcript
   await stopChildren();
   rmSync(dir, { recursive: true, force: true });
   if (DATABASE === 'postgres') {
-    const client = new pg.Client({ connectionString: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test' });
-    await client.connect();
-    await client.query(`drop schema if exists ${schema} cascade`);
-    await client.end();
+    await dropPgSchemas(schema);
   }
 }
 

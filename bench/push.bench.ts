@@ -22,9 +22,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
 import {
-  API, CLI, cpuMicros, HUGE_LIMIT, median, percentile, runQueueWaitMs, seedAccount, serverPid, startServer, stopChildren, stopServer,
+  API, CLI, cpuMicros, dropPgSchemas, HUGE_LIMIT, median, percentile, PG_URL, runQueueWaitMs, seedAccount, serverPid, startServer, stopChildren, stopServer,
 } from './lib.ts';
 import { ApiClient, nowMs, tsMs } from './push-client.ts';
 import { agentTurnOf, longPoll, StreamedReplies, type Learned } from './replies.ts';
@@ -37,7 +36,6 @@ const CONVERSATIONS = Number(process.env.CONVERSATIONS ?? 100);
 // Every stream carries all of the key's events; each serves its share of the conversations.
 const STREAMS = Number(process.env.STREAMS ?? 1);
 const DATABASE = process.env.DATABASE ?? 'sqlite';
-const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const SLEEP_MS = 200;
 const POLL_MS = 250;
 const LONG_POLL_SECONDS = 25;
@@ -231,10 +229,7 @@ try {
   await stopChildren();
   rmSync(dir, { recursive: true, force: true });
   if (DATABASE === 'postgres') {
-    const client = new pg.Client({ connectionString: PG_URL });
-    await client.connect();
-    await client.query(`drop schema if exists ${schema} cascade`);
-    await client.end();
+    await dropPgSchemas(schema);
   }
 }
 process.exit(failed ? 1 : 0);

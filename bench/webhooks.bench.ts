@@ -17,14 +17,12 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
-import { API, CLI, cliOf, cpuMicros, percentile, seedAccount, serverPid, startServer, stopChildren } from './lib.ts';
+import { API, CLI, cliOf, cpuMicros, dropPgSchemas, percentile, PG_URL, seedAccount, serverPid, startServer, stopChildren } from './lib.ts';
 
 const EVENTS = Number(process.env.EVENTS ?? 1000);
 const ENDPOINTS = Number(process.env.ENDPOINTS ?? 10);
 const SENDERS = Number(process.env.SENDERS ?? 20);
 const DATABASE = process.env.DATABASE ?? 'sqlite';
-const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 const dir = mkdtempSync(join(tmpdir(), 'agent-channel-bench-webhooks-'));
 const schema = `bench_webhooks_${process.pid}`;
@@ -98,9 +96,6 @@ try {
   for (const server of receivers) server.close();
   rmSync(dir, { recursive: true, force: true });
   if (DATABASE === 'postgres') {
-    const client = new pg.Client({ connectionString: PG_URL });
-    await client.connect();
-    await client.query(`drop schema if exists ${schema} cascade`);
-    await client.end();
+    await dropPgSchemas(schema);
   }
 }
