@@ -32,7 +32,7 @@ export const skip = process.env.TEST_DB === 'postgres'
 
 
 /** Debian's chromium with a fresh profile in `dir`, kept off the network but for this machine. */
-export function launch(dir: string, options: { javaScriptEnabled?: boolean } = {}): Promise<BrowserContext> {
+export function launch(dir: string, options: { javaScriptEnabled?: boolean; viewport?: { width: number; height: number } } = {}): Promise<BrowserContext> {
   return chromium.launchPersistentContext(dir, {
     executablePath: CHROMIUM, headless: true, viewport: DESKTOP, ...options,
     args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',

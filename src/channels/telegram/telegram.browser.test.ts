@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
-import { chromium } from 'playwright-core';
+import { launch, removeTemporaryShots, SHOTS, skip } from '../../testing/browser.ts';
 import { FakeBotApi, type FakeMessage } from '../../testing/fake-bot-api.ts';
 import type { TestApp } from '../../testing/harness.ts';
 import { linkChat, newChatId, say, startTelegramApp } from '../../testing/telegram.ts';
@@ -16,12 +15,6 @@ import { transcriptPage } from '../../testing/telegram-transcript.ts';
  * rendered by chromium: docs/screenshots/telegram-conversation.png with UPDATE_SCREENSHOTS=1.
  */
 
-const CHROMIUM = '/usr/bin/chromium';
-const SHOTS = process.env.UPDATE_SCREENSHOTS === '1'
-  ? fileURLToPath(new URL('../../../docs/screenshots/', import.meta.url))
-  : mkdtempSync(join(tmpdir(), 'agent-channel-telegram-shots-'));
-const skip = process.env.TEST_DB === 'postgres' ? 'browser tests run once, in the SQLite pass'
-  : !existsSync(CHROMIUM) && process.env.CI !== 'true' ? `no browser at ${CHROMIUM}` : false;
 
 let fake: FakeBotApi;
 let t: TestApp;
@@ -31,7 +24,7 @@ before(async () => {
   t = await startTelegramApp(fake);
 });
 after(async () => {
-  if (process.env.UPDATE_SCREENSHOTS !== '1') rmSync(SHOTS, { recursive: true, force: true });
+  removeTemporaryShots();
   if (skip) return;
   await t.close();
   await fake.close();
@@ -63,9 +56,10 @@ test('a Telegram conversation, rendered: replies, an approved action and an answ
   mkdirSync(SHOTS, { recursive: true });
   const htmlPath = join(SHOTS, 'telegram-conversation.html');
   writeFileSync(htmlPath, transcriptPage('Helper (agent-channel)', conversation));
-  const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
+  const profile = mkdtempSync(join(tmpdir(), 'agent-channel-chromium-telegram-'));
+  const browser = await launch(profile, { viewport: { width: 420, height: 800 } });
   try {
-    const page = await browser.newPage({ viewport: { width: 420, height: 800 } });
+    const page = await browser.newPage();
     await page.goto(`file://${htmlPath}`);
     const text = await page.locator('main').innerText();
     for (const expected of ['You said: Hi!', 'Permission needed: email', 'Approve all "email"', 'Done: Send the weekly report', 'How many people', 'Not accepted', 'Noted: 12']) {
@@ -74,6 +68,7 @@ test('a Telegram conversation, rendered: replies, an approved action and an answ
     await page.screenshot({ path: join(SHOTS, 'telegram-conversation.png'), fullPage: true });
   } finally {
     await browser.close();
+    rmSync(profile, { recursive: true, force: true });
     if (process.env.UPDATE_SCREENSHOTS === '1') rmSync(htmlPath, { force: true });
   }
 });

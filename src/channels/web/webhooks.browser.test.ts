@@ -3,28 +3,18 @@
  * adds an endpoint (its secret shown once), an event reaches a receiver on loopback that verifies
  * it with standardwebhooks, the person sees the delivery (status code, duration) and sends it
  * again. Screenshots of the list and of the deliveries go to docs/screenshots/ with
- * UPDATE_SCREENSHOTS=1 (else to a temporary folder), as web-app.browser.test.ts does.
+ * UPDATE_SCREENSHOTS=1 (else to a temporary folder); each page shown passes the accessibility
+ * checks of testing/browser.ts at desktop and phone widths.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
-import { chromium, type BrowserContext } from 'playwright-core';
+import type { BrowserContext } from 'playwright-core';
+import { launch, removeTemporaryShots, shoot, SHOTS, skip } from '../../testing/browser.ts';
 import { API, startTestApp, type TestApp } from '../../testing/harness.ts';
 import { WebhookReceiver } from '../../testing/webhook-receiver.ts';
-
-const CHROMIUM = '/usr/bin/chromium';
-const SHOTS = process.env.UPDATE_SCREENSHOTS === '1'
-  ? fileURLToPath(new URL('../../../docs/screenshots/', import.meta.url))
-  : mkdtempSync(join(tmpdir(), 'agent-channel-screenshots-'));
-
-const skip = process.env.TEST_DB === 'postgres'
-  ? 'browser tests run once, in the SQLite pass'
-  : !existsSync(CHROMIUM) && process.env.CI !== 'true'
-    ? `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install -y chromium) to run the browser tests`
-    : false;
 
 let t: TestApp;
 let base: string;
@@ -40,16 +30,13 @@ before(async () => {
   assert.ok(address && typeof address === 'object');
   base = `http://127.0.0.1:${address.port}`;
   receiver = await WebhookReceiver.start();
-  userDataDir = mkdtempSync(join(tmpdir(), 'agent-channel-chromium-'));
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM, headless: true, viewport: { width: 1280, height: 800 },
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  userDataDir = mkdtempSync(join(tmpdir(), 'agent-channel-chromium-webhooks-'));
+  context = await launch(userDataDir);
   mkdirSync(SHOTS, { recursive: true });
 });
 
 after(async () => {
-  if (process.env.UPDATE_SCREENSHOTS !== '1') rmSync(SHOTS, { recursive: true, force: true });
+  removeTemporaryShots();
   if (skip) return;
   await context?.close();
   await t?.close();
@@ -77,7 +64,7 @@ test('register an endpoint, see its deliveries, send one again', { skip, timeout
   const secret = (await page.locator('#new-secret code').textContent())!;
   assert.match(secret, /^whsec_/);
   receiver.secret = secret;
-  await page.screenshot({ path: join(SHOTS, 'webhooks-new-1280.png'), fullPage: true });
+  await shoot(page, 'webhooks-new');
 
   const sent = await fetch(`${base}${API}/messages`, {
     method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ text: 'hello hooks' }),
@@ -97,7 +84,7 @@ test('register an endpoint, see its deliveries, send one again', { skip, timeout
   assert.equal((await row.locator('[data-status]').textContent())!.trim(), '200');
   assert.match((await row.locator('td[data-label="Duration"]').textContent())!, /^\d+ ms$/);
   await page.goto(`${base}/account/webhooks`);
-  await page.screenshot({ path: join(SHOTS, 'webhooks-1280.png'), fullPage: true });
+  await shoot(page, 'webhooks');
   await page.getByRole('link', { name: /Deliveries/ }).click();
   await page.getByRole('button', { name: /Send again/ }).first().click();
   await receiver.until((got) => got.length === 2);
@@ -108,6 +95,6 @@ test('register an endpoint, see its deliveries, send one again', { skip, timeout
     await page.reload();
   }
   assert.equal(await page.locator('tr[data-delivery-id]').count(), 2);
-  await page.screenshot({ path: join(SHOTS, 'webhook-deliveries-1280.png'), fullPage: true });
+  await shoot(page, 'webhook-deliveries');
   await page.close();
 });
