@@ -2,7 +2,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { eventIdOf, type FeedEvent, type FeedEventType, type NewFeedEvent } from '../../domain/feed-events.ts';
 import type { DB } from '../schema.ts';
 import type { Dialect } from '../dialect.ts';
-import { fanOutDeliveries } from './webhooks.ts';
+import { fanOutDeliveries, subscribedEndpointsOf } from './webhooks.ts';
 
 /**
  * Every statement of the event feed (contract §9.3). A person's feed is their rows in position
@@ -22,14 +22,21 @@ export async function recordEvents(trx: Transaction<DB>, dialect: Dialect, event
     data: JSON.stringify(event.data), created_at: createdAt,
   })));
   if (rows.length === 0) return;
+  const recipients = [...new Set(rows.map((row) => row.recipient_user_id))].sort();
+  // Read before the feed locks below, which are held until the commit.
+  const endpoints = await subscribedEndpointsOf(trx, recipients);
   if (dialect === 'postgres') {
-    for (const recipient of [...new Set(rows.map((row) => row.recipient_user_id))].sort()) {
+    for (const recipient of recipients) {
       await sql`select pg_advisory_xact_lock(hashtextextended(${`agent-channel feed ${recipient}`}, 0))`.execute(trx);
     }
   }
-  const recorded = await trx.insertInto('events').values(rows).returning(['id', 'recipient_user_id', 'type', 'session_id', 'agent_id', 'data', 'created_at']).execute();
+  if (endpoints.length === 0) {
+    await trx.insertInto('events').values(rows).execute();
+    return;
+  }
   // The webhooks' deliveries of these events, in the same transaction: none is lost to a crash.
-  await fanOutDeliveries(trx, recorded.map((row) => ({
+  const recorded = await trx.insertInto('events').values(rows).returning(['id', 'recipient_user_id', 'type', 'session_id', 'agent_id', 'data', 'created_at']).execute();
+  await fanOutDeliveries(trx, endpoints, recorded.map((row) => ({
     eventId: eventIdOf(Number(row.id)), recipientUserId: row.recipient_user_id, type: row.type, payload: JSON.stringify(toFeedEvent(row)),
   })), createdAt);
 }

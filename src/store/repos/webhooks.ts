@@ -63,6 +63,21 @@ export async function setEndpointEnabled(db: Kysely<DB>, ownerUserId: string, id
   return Number(result.numUpdatedRows) > 0;
 }
 
+/** An enabled endpoint of an event's recipient, with the types it subscribes to. */
+export interface SubscribedEndpoint {
+  id: string;
+  ownerUserId: string;
+  types: readonly string[];
+}
+
+/** The enabled endpoints of these people: read before their events are recorded, to know whether any delivery follows. */
+export async function subscribedEndpointsOf(trx: Transaction<DB>, recipients: readonly string[]): Promise<SubscribedEndpoint[]> {
+  if (recipients.length === 0) return [];
+  const rows = await trx.selectFrom('webhook_endpoints').select(['id', 'owner_user_id', 'events'])
+    .where('owner_user_id', 'in', recipients).where('enabled', '=', 1).execute();
+  return rows.map((row) => ({ id: row.id, ownerUserId: row.owner_user_id, types: JSON.parse(row.events) as string[] }));
+}
+
 /** An event row just recorded for one recipient, with its JSON as the feed shows it. */
 export interface RecordedEvent {
   eventId: string;
@@ -72,17 +87,14 @@ export interface RecordedEvent {
 }
 
 /**
- * In the transaction that records `events`: one pending delivery for each event and each
- * enabled endpoint of its recipient that subscribes to its type.
+ * In the transaction that records `events`: one pending delivery for each event and each of
+ * `endpoints` (subscribedEndpointsOf) that belongs to its recipient and subscribes to its type.
  */
-export async function fanOutDeliveries(trx: Transaction<DB>, events: readonly RecordedEvent[], now: string): Promise<number> {
-  const recipients = [...new Set(events.map((event) => event.recipientUserId))];
-  if (recipients.length === 0) return 0;
-  const endpoints = await trx.selectFrom('webhook_endpoints').select(['id', 'owner_user_id', 'events'])
-    .where('owner_user_id', 'in', recipients).where('enabled', '=', 1).execute();
-  if (endpoints.length === 0) return 0;
+export async function fanOutDeliveries(
+  trx: Transaction<DB>, endpoints: readonly SubscribedEndpoint[], events: readonly RecordedEvent[], now: string,
+): Promise<number> {
   const rows = events.flatMap((event) => endpoints
-    .filter((endpoint) => endpoint.owner_user_id === event.recipientUserId && (JSON.parse(endpoint.events) as string[]).includes(event.type))
+    .filter((endpoint) => endpoint.ownerUserId === event.recipientUserId && endpoint.types.includes(event.type))
     .map((endpoint) => ({
       endpoint_id: endpoint.id, event_id: event.eventId, event_type: event.type, payload: event.payload,
       state: 'pending' as const, attempts: 0, next_attempt_at: now, created_at: now,
