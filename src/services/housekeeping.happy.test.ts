@@ -18,9 +18,9 @@ test('expired idempotency records and duplicate-window claims are deleted; fresh
   await send(t, u, { text: 'claims the window' });
   const { housekeeping } = t.runtime.services;
   const now = await housekeeping.runOnce();
-  assert.deepEqual(now, { idempotencyKeys: 0, recentMessages: 0, rateLimitRows: 0, webSessions: 0, loginAttempts: 0, events: 0, orphansClosed: 0, actionsFailed: 0, missionsSettled: 0 });
+  assert.deepEqual(now, { idempotencyKeys: 0, recentMessages: 0, rateLimitRows: 0, webSessions: 0, loginAttempts: 0, events: 0, telegramUpdates: 0, orphansClosed: 0, actionsFailed: 0, missionsSettled: 0 });
   const later = await housekeeping.runOnce(Date.now() + 25 * 3_600_000);
-  assert.deepEqual(later, { idempotencyKeys: 1, recentMessages: 2, rateLimitRows: 0, webSessions: 0, loginAttempts: 0, events: 0, orphansClosed: 0, actionsFailed: 0, missionsSettled: 0 },
+  assert.deepEqual(later, { idempotencyKeys: 1, recentMessages: 2, rateLimitRows: 0, webSessions: 0, loginAttempts: 0, events: 0, telegramUpdates: 0, orphansClosed: 0, actionsFailed: 0, missionsSettled: 0 },
     'the keyed message claimed the window too');
   // After the window the same text is a new message again.
   const again = await send(t, u, { text: 'claims the window' });

@@ -1,6 +1,7 @@
 import { sweepIdleRateLimits } from '../ratelimit/postgres.ts';
 import type { Store } from '../store/store.ts';
 import type { FeedService } from './feed.ts';
+import type { TelegramRelay } from './telegram/relay.ts';
 import type { LoginThrottle } from './login-throttle.ts';
 import type { MissionsService } from './missions/index.ts';
 import type { WebSessionsService } from './web-sessions.ts';
@@ -16,7 +17,7 @@ export class Housekeeping {
   private timer: NodeJS.Timeout | null = null;
   /** The run under way, if any: a tick never starts a second one, and stop() waits for it. */
   private running: Promise<unknown> | null = null;
-  private readonly deps: { store: Store; missions: MissionsService; feed: FeedService; webSessions: WebSessionsService; loginThrottle: LoginThrottle; idempotencyTtlMs: number; duplicateWindowMs: number };
+  private readonly deps: { store: Store; missions: MissionsService; feed: FeedService; webSessions: WebSessionsService; loginThrottle: LoginThrottle; telegramRelay: TelegramRelay; idempotencyTtlMs: number; duplicateWindowMs: number };
 
   constructor(deps: Housekeeping['deps']) {
     this.deps = deps;
@@ -39,7 +40,7 @@ export class Housekeeping {
   }
 
   /** `now` by the store's clock, which the records' times were written by, whichever instance wrote them. */
-  async runOnce(now = this.deps.store.clock.now()): Promise<{ idempotencyKeys: number; recentMessages: number; rateLimitRows: number; webSessions: number; loginAttempts: number; events: number } & Awaited<ReturnType<MissionsService['sweep']>>> {
+  async runOnce(now = this.deps.store.clock.now()): Promise<{ idempotencyKeys: number; recentMessages: number; rateLimitRows: number; webSessions: number; loginAttempts: number; events: number; telegramUpdates: number } & Awaited<ReturnType<MissionsService['sweep']>>> {
     const { db } = this.deps.store;
     const keys = await db.deleteFrom('idempotency_keys')
       .where('created_at', '<', new Date(now - this.deps.idempotencyTtlMs).toISOString()).executeTakeFirst();
@@ -53,6 +54,7 @@ export class Housekeeping {
     const loginAttempts = await this.deps.loginThrottle.sweep(now);
     const missions = await this.deps.missions.sweep();
     const events = await this.deps.feed.purgeExpired(now);
-    return { idempotencyKeys: Number(keys.numDeletedRows), recentMessages: Number(recent.numDeletedRows), rateLimitRows, webSessions, loginAttempts, events, ...missions };
+    const telegramUpdates = await this.deps.telegramRelay.forgetOldUpdates();
+    return { idempotencyKeys: Number(keys.numDeletedRows), recentMessages: Number(recent.numDeletedRows), rateLimitRows, webSessions, loginAttempts, events, telegramUpdates, ...missions };
   }
 }

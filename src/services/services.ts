@@ -73,11 +73,11 @@ export function createServices({ store, config, engine, brain, secrets = new Sec
   const feed = new FeedService({ store, wakeups: engine.wakeups, retentionMs: config.eventRetentionMs });
   const webSessions = new WebSessionsService({ store, idleMinutes: config.webSessionIdleMinutes });
   const loginThrottle = new LoginThrottle(store);
+  const telegramRelay = new TelegramRelay(store, feed);
   const housekeeping = new Housekeeping({
-    store, missions, feed, webSessions, loginThrottle, idempotencyTtlMs: config.idempotencyTtlMs, duplicateWindowMs: config.duplicateWindowMs,
+    store, missions, feed, webSessions, loginThrottle, telegramRelay, idempotencyTtlMs: config.idempotencyTtlMs, duplicateWindowMs: config.duplicateWindowMs,
   });
   const webhooks = new WebhooksService({ store, secrets, allowPrivateUrls: config.webhookAllowPrivateUrls });
   const telegramLinks = new TelegramLinks(store);
-  const telegramRelay = new TelegramRelay(store, feed);
   return { accounts, keys, agents, conversations, missions, feed, webSessions, loginThrottle, housekeeping, webhooks, requestCache, telegramLinks, telegramRelay };
 }

@@ -124,7 +124,6 @@ export class Leader {
         await services.telegramRelay.updateDone(updateId);
       }
       if (pending.length > 0) return;
-      await services.telegramRelay.forgetOldUpdates();
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, INBOX_LOOK_MS);
         function done() {

@@ -43,9 +43,9 @@ export class TelegramRelay {
     await repo.markUpdateDone(this.store.db, updateId);
   }
 
-  /** Forgets handled updates past the time a redelivery could come. */
-  async forgetOldUpdates(): Promise<void> {
-    await repo.deleteUpdatesBefore(this.store.db, new Date(this.store.clock.now() - UPDATE_KEPT_MS).toISOString());
+  /** Forgets handled updates past the time a redelivery could come (housekeeping); returns how many. */
+  forgetOldUpdates(): Promise<number> {
+    return repo.deleteUpdatesBefore(this.store.db, new Date(this.store.clock.now() - UPDATE_KEPT_MS).toISOString());
   }
 
   chat(chatId: string): Promise<TelegramChat | null> {

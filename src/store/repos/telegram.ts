@@ -91,8 +91,9 @@ export async function markUpdateDone(db: Kysely<DB>, updateId: number): Promise<
   await db.updateTable('telegram_updates').set({ status: 'done' }).where('update_id', '=', updateId).execute();
 }
 
-export async function deleteUpdatesBefore(db: Kysely<DB>, cutoff: string): Promise<void> {
-  await db.deleteFrom('telegram_updates').where('status', '=', 'done').where('received_at', '<', cutoff).execute();
+export async function deleteUpdatesBefore(db: Kysely<DB>, cutoff: string): Promise<number> {
+  const result = await db.deleteFrom('telegram_updates').where('status', '=', 'done').where('received_at', '<', cutoff).executeTakeFirst();
+  return Number(result.numDeletedRows);
 }
 
 // --- the bot's messages that settle an item ---
