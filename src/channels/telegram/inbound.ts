@@ -60,10 +60,11 @@ export async function handleUpdate(deps: InboundDeps, update: Update): Promise<v
     case 'unlink':
       await telegramLinks.unlinkChat(chatId);
       return void await say('Unlinked: this chat no longer reaches your account. Link it again from the web app whenever you like.');
-    case 'agents': return listAgents(deps, chat);
+    case 'agents': return listAgents(deps, chat, await agentsOf(deps, chat));
     case 'new': {
-      const agent = await chosenAgent(deps, chat);
-      if (!agent) return listAgents(deps, chat);
+      const agents = await agentsOf(deps, chat);
+      const agent = chosenAgent(agents, chat);
+      if (!agent) return listAgents(deps, chat, agents);
       await telegramRelay.setTarget(chatId, agent.agent_id, null);
       return void await say(`New conversation with ${agent.name}. Send your first message.`);
     }
@@ -81,8 +82,9 @@ async function submit(deps: InboundDeps, chat: TelegramChat, message: Message, u
   const { conversations, telegramRelay } = deps.services;
   let agentId = chat.agent_id;
   if (chat.session_id === null && agentId === null) {
-    const agent = await chosenAgent(deps, chat);
-    if (!agent) return listAgents(deps, chat);
+    const agents = await agentsOf(deps, chat);
+    const agent = chosenAgent(agents, chat);
+    if (!agent) return listAgents(deps, chat, agents);
     agentId = agent.agent_id;
   }
   try {
@@ -107,15 +109,18 @@ async function submit(deps: InboundDeps, chat: TelegramChat, message: Message, u
 }
 
 /** The chat's agent: the one chosen, else the person's only one; null when there are several or none. */
-async function chosenAgent(deps: InboundDeps, chat: TelegramChat): Promise<{ agent_id: string; name: string } | null> {
-  const agents = await deps.services.agents.listForUser(chat.user_id);
+type Agents = Awaited<ReturnType<InboundDeps['services']['agents']['listForUser']>>;
+
+const agentsOf = (deps: InboundDeps, chat: TelegramChat): Promise<Agents> => deps.services.agents.listForUser(chat.user_id);
+
+/** The chat's chosen agent, or the person's only one; null: the person must choose. */
+function chosenAgent(agents: Agents, chat: TelegramChat): Agents[number] | null {
   return agents.find((a) => a.agent_id === chat.agent_id) ?? (agents.length === 1 ? agents[0]! : null);
 }
 
-async function listAgents(deps: InboundDeps, chat: TelegramChat): Promise<void> {
-  const agents = await deps.services.agents.listForUser(chat.user_id);
+async function listAgents(deps: InboundDeps, chat: TelegramChat, agents: Agents): Promise<void> {
   if (agents.length === 0) return void await deps.api.sendMessage(Number(chat.chat_id), 'You have no agents yet: create one in the web app first.');
-  const current = (await chosenAgent(deps, chat))?.agent_id ?? null;
+  const current = chosenAgent(agents, chat)?.agent_id ?? null;
   await deps.api.sendMessage(Number(chat.chat_id), agents.length === 1 ? `Your agent: ${agents[0]!.name}.` : 'Choose the agent to talk to:', {
     reply_markup: agentsKeyboard(agents.slice(0, 50), current),
   });

@@ -19,18 +19,14 @@ export interface OutboundDeps {
  */
 export async function deliverPending(deps: OutboundDeps, limit = 100): Promise<number> {
   const batch = await deps.services.telegramRelay.eventsToDeliver(limit);
-  const failedChats = new Set<string>();
   for (const item of batch) {
-    if (failedChats.has(item.chatId)) continue; // that chat's later events wait for this one
     try {
       await deliver(deps, item);
     } catch (error) {
       // A chat that refuses for good (the bot blocked, the chat gone) is passed over; anything
-      // else (Telegram or the network down) is tried again at the next round, in order.
-      if (!isPermanentRefusal(error)) {
-        failedChats.add(item.chatId);
-        throw error;
-      }
+      // else (Telegram or the network down) ends the round: every chat's events are tried again
+      // at the next one, in order.
+      if (!isPermanentRefusal(error)) throw error;
     }
     await deps.services.telegramRelay.delivered(item.chatId, item.position);
   }

@@ -11,7 +11,7 @@ const LONGEST_MS = 10 * 60_000;
  */
 export class Typing {
   private readonly api: Api;
-  private readonly shown = new Map<string, { chatId: string; timer: NodeJS.Timeout; until: number }>();
+  private readonly shown = new Map<string, NodeJS.Timeout>();
 
   constructor(api: Api) {
     this.api = api;
@@ -26,14 +26,14 @@ export class Typing {
       else send();
     }, RENEW_MS);
     timer.unref();
-    this.shown.set(sessionId, { chatId, timer, until });
+    this.shown.set(sessionId, timer);
     send();
   }
 
   stop(sessionId: string): void {
-    const entry = this.shown.get(sessionId);
-    if (!entry) return;
-    clearInterval(entry.timer);
+    const timer = this.shown.get(sessionId);
+    if (!timer) return;
+    clearInterval(timer);
     this.shown.delete(sessionId);
   }
 
