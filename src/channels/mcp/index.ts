@@ -7,7 +7,7 @@ import { hangUpSignal } from '../hang-up.ts';
 import { callerOf, installKeyAuth } from '../key-auth.ts';
 import { sendProblem } from '../problem-reply.ts';
 import type { McpServices } from './context.ts';
-import { mcpServerFor } from './server.ts';
+import { mcpServerFor, mcpTools } from './server.ts';
 
 /** Where the MCP endpoint is served (contract §9.6: beside the API, not under its base path). */
 export const MCP_PATH = '/mcp';
@@ -32,6 +32,7 @@ export function mcpChannel(options: McpChannelOptions) {
       if (isCrossSite(request)) return sendProblem(request, reply, new Problem('forbidden', 'Requests from a page of another site are not accepted here.'));
     });
     installKeyAuth(scope, { keys: services.keys, rateLimiter });
+    const tools = mcpTools(services);
     const closing = new AbortController();
     scope.addHook('preClose', (done) => { closing.abort(); done(); });
 
@@ -39,7 +40,7 @@ export function mcpChannel(options: McpChannelOptions) {
     scope.post(MCP_PATH, { config: { perEntryTextCheck: true }, schema: { hide: true } }, async (request, reply) => {
       const hangUp = hangUpSignal(request, reply);
       const userId = callerOf(request).userId;
-      const server = mcpServerFor(services, version, (mcp) => ({
+      const server = mcpServerFor(tools, version, (mcp) => ({
         userId, requestId: request.id, log: request.log, mcp, signal: AbortSignal.any([mcp.mcpReq.signal, hangUp]), shutdown: closing.signal,
       }));
       const transport = new NodeStreamableHTTPServerTransport({ sessionIdGenerator: undefined });
