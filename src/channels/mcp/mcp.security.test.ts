@@ -48,7 +48,8 @@ test('another account\'s session is session_not_found, as a missing one is', asy
   const owner = await t.userWithAgent();
   const other = await t.userWithAgent();
   const mine = await mcpClient(t, owner.key);
-  const sent = structuredOf<{ session_id: string }>(await mine.call('send_message', { text: 'private' }));
+  // An action whose summary names it, so that a list leaking it would show the word.
+  const sent = structuredOf<{ session_id: string }>(await mine.call('send_message', { text: '!action email Send the private report' }));
   const theirs = await mcpClient(t, other.key);
   const missing = structuredOf<Record<string, unknown>>(await theirs.call('get_messages', { session_id: 'ses_missing' }), true);
   assert.equal(missing.code, 'session_not_found');
@@ -59,6 +60,7 @@ test('another account\'s session is session_not_found, as a missing one is', asy
     const refused = structuredOf<Record<string, unknown>>(await theirs.call(tool, args), true);
     assert.deepEqual(without(refused, 'request_id'), without(missing, 'request_id'), tool);
   }
+  assert.ok(JSON.stringify(await mine.call('list_actions', { session_id: sent.session_id })).includes('private report'));
   assert.equal(JSON.stringify(await theirs.call('list_actions', { session_id: sent.session_id })).includes('private'), false);
   await mine.close();
   await theirs.close();
