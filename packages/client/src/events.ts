@@ -31,7 +31,8 @@ export async function* followEvents(
   const url = new URL(connection.url);
   if (options.sessionId) url.searchParams.set('session_id', options.sessionId);
   let lastId = options.after;
-  let delay = 500;
+  let reconnectDelay = 500; // the server's `retry:`, else half a second
+  let delay = reconnectDelay;
   try {
     for (;;) {
       const headers: Record<string, string> = { accept: 'text/event-stream', authorization: `Bearer ${connection.apiKey}` };
@@ -44,9 +45,9 @@ export async function* followEvents(
           throw new Error(`GET /events answered ${response.headers.get('content-type')}, not an event stream`);
         }
         for await (const message of parseSse(response.body!)) {
-          if (message.retry !== undefined) delay = message.retry;
+          if (message.retry !== undefined) reconnectDelay = message.retry;
           if (message.id !== undefined) lastId = message.id;
-          delay = Math.min(delay, 500);
+          delay = reconnectDelay; // a stream that delivered starts its back-off afresh
           yield JSON.parse(message.data) as FeedEvent;
         }
       } catch (error) {
