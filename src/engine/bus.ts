@@ -15,7 +15,7 @@ export type BusEvent =
   | { type: 'job_done'; jobId: number }
   | { type: 'job_cancelled'; jobId: number }
   | { type: 'session_turn'; sessionId: string }
-  | { type: 'feed'; userIds: string[] };
+  | { type: 'feed'; userIds: string[]; deliveries?: true }; // deliveries: webhook deliveries were written with the events
 
 /**
  * The Bus port. `stage` runs inside the transaction that makes the event true; `committed`

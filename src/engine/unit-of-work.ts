@@ -4,7 +4,8 @@ import type { DB } from '../store/schema.ts';
 import type { Bus, BusEvent } from './bus.ts';
 
 /** Records the feed's events in the transaction (see store/repos/events.ts). */
-export type FeedOutbox = (db: Transaction<DB>, events: readonly NewFeedEvent[]) => Promise<void>;
+/** Records a unit's feed events; returns how many webhook deliveries it wrote with them. */
+export type FeedOutbox = (db: Transaction<DB>, events: readonly NewFeedEvent[]) => Promise<number>;
 
 /**
  * What a unit of work sees inside its transaction. Whatever it does outside the database goes
@@ -71,8 +72,10 @@ export class UnitRun implements UnitOfWork {
    */
   async finish(): Promise<void> {
     if (this.feed.length === 0) return;
-    await this.outbox(this.db, this.feed);
-    await this.publish({ type: 'feed', userIds: [...new Set(this.feed.flatMap((event) => event.recipients))].sort() });
+    const deliveries = await this.outbox(this.db, this.feed);
+    await this.publish({
+      type: 'feed', userIds: [...new Set(this.feed.flatMap((event) => event.recipients))].sort(), ...(deliveries > 0 ? { deliveries: true as const } : {}),
+    });
   }
 
   afterCommit(fn: () => void): void {

@@ -71,7 +71,8 @@ export class DeliveryWorker {
     this.stopped = false;
     // One SQLite file has one server: a lease left there was cut off by a crash of this one.
     if (this.options.store.dialect === 'sqlite') await releaseAllLeases(this.options.store.db);
-    this.unsubscribe = this.options.bus.on((event) => { if (event.type === 'feed') this.wake(); });
+    // Another instance's new deliveries (this one's also come by the bus); the poll catches the rest.
+    this.unsubscribe = this.options.bus.on((event) => { if (event.type === 'feed' && event.deliveries) this.wake(); });
     this.poll = setInterval(() => this.wake(), this.options.pollMs).unref();
     this.purge = setInterval(() => {
       const cutoff = new Date(this.options.store.clock.now() - this.options.retentionMs).toISOString();

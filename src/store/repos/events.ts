@@ -16,12 +16,13 @@ import { fanOutDeliveries, subscribedEndpointsOf } from './webhooks.ts';
  *   visible in the same order. The lock is taken as the transaction's last work (see
  *   UnitRun's outbox), so it is held for the commit alone.
  */
-export async function recordEvents(trx: Transaction<DB>, dialect: Dialect, events: readonly NewFeedEvent[], createdAt: string): Promise<void> {
+/** Returns how many webhook deliveries were written with the events. */
+export async function recordEvents(trx: Transaction<DB>, dialect: Dialect, events: readonly NewFeedEvent[], createdAt: string): Promise<number> {
   const rows = events.flatMap((event) => [...new Set(event.recipients)].map((recipient) => ({
     recipient_user_id: recipient, type: event.type, session_id: event.sessionId, agent_id: event.agentId,
     data: JSON.stringify(event.data), created_at: createdAt,
   })));
-  if (rows.length === 0) return;
+  if (rows.length === 0) return 0;
   const recipients = [...new Set(rows.map((row) => row.recipient_user_id))].sort();
   // Read before the feed locks below, which are held until the commit.
   const endpoints = await subscribedEndpointsOf(trx, recipients);
@@ -32,11 +33,11 @@ export async function recordEvents(trx: Transaction<DB>, dialect: Dialect, event
   }
   if (endpoints.length === 0) {
     await trx.insertInto('events').values(rows).execute();
-    return;
+    return 0;
   }
   // The webhooks' deliveries of these events, in the same transaction: none is lost to a crash.
   const recorded = await trx.insertInto('events').values(rows).returning(['id', 'recipient_user_id', 'type', 'session_id', 'agent_id', 'data', 'created_at']).execute();
-  await fanOutDeliveries(trx, endpoints, recorded.map((row) => ({
+  return fanOutDeliveries(trx, endpoints, recorded.map((row) => ({
     eventId: eventIdOf(Number(row.id)), recipientUserId: row.recipient_user_id, type: row.type, payload: JSON.stringify(toFeedEvent(row)),
   })), createdAt);
 }
