@@ -1,6 +1,6 @@
 /** Shared pieces of the benchmarks: child servers on free loopback ports, load rounds, medians. */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
@@ -67,6 +67,24 @@ export function cpuMicros(pid: number): number {
   } catch {
     return Number.NaN;
   }
+}
+
+/**
+ * The CPU time of every PostgreSQL process on this machine (its backends, WAL writer and
+ * checkpointer), in µs: what the database spends is charged to the turns beside the server's.
+ */
+export function postgresCpuMicros(): number {
+  let total = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (stat.includes('(postgres)')) total += cpuMicros(Number(entry));
+    } catch {
+      // gone between the listing and the read
+    }
+  }
+  return total;
 }
 
 /** The process of the server started at `origin`. */

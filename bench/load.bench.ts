@@ -28,7 +28,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/config.ts';
 import { createRuntime } from '../src/runtime.ts';
 import {
-  API, CLI, cpuMicros, dropPgSchemas, HUGE_LIMIT, median, percentile, PG_URL, serverPid, startServer, stopChildren, stopServer,
+  API, CLI, cpuMicros, dropPgSchemas, HUGE_LIMIT, median, percentile, PG_URL, postgresCpuMicros, serverPid, startServer, stopChildren, stopServer,
 } from './lib.ts';
 import { ApiClient, nowMs } from './push-client.ts';
 import { longPoll, StreamedReplies, type Learned } from './replies.ts';
@@ -58,7 +58,7 @@ const SERVER_FLAGS = flags['server-flags'].split(' ').filter(Boolean);
 // The server's settings each round runs on: its defaults, and with --versus those given, side by side.
 const SETUPS: Array<{ name: string; env: Record<string, string> }> = [
   { name: 'defaults', env: {} },
-  ...(flags.versus ? [{ name: flags.versus, env: Object.fromEntries(flags.versus.split(' ').filter(Boolean).map((pair) => pair.split('=') as [string, string])) }] : []),
+  ...(flags.versus ? [{ name: flags.versus, env: Object.fromEntries(flags.versus.split(' ').filter(Boolean).map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)] as [string, string])) }] : []),
 ];
 const DATABASE = process.env.DATABASE ?? 'sqlite';
 const LONG_POLL_SECONDS = 25;
@@ -86,7 +86,7 @@ interface Conversation { agentId: string; sessionId?: string }
 interface Sample { sentMs: number; doneMs: number }
 interface RoundResult {
   turns: number; seconds: number; added: number[]; errors: Map<string, number>; hanging: number;
-  cpuUsPerTurn: number; clientCpuUsPerTurn: number; rssMiB: number; loadAverage: string;
+  cpuUsPerTurn: number; clientCpuUsPerTurn: number; databaseCpuUsPerTurn: number; rssMiB: number; loadAverage: string;
 }
 
 /** A pro user with `count` agents and a key whose limit never binds, made through the services (the CLI would take a process an agent). */
@@ -150,9 +150,9 @@ async function round(token: string, conversations: Conversation[], mode: Mode, s
   const rssTimer = setInterval(() => { rssKiB = Math.max(rssKiB, rssOf(pid)); }, 500);
   const startMs = nowMs() + WARMUP_SECONDS * 1000;
   const endMs = startMs + SECONDS * 1000;
-  // The server's CPU time and this process's (the load generator's), at the window's start and end.
-  const cpu = () => ({ server: cpuMicros(pid), client: cpuMicros(process.pid) });
-  let cpuAtStart = { server: Number.NaN, client: Number.NaN };
+  // The server's CPU time, this process's (the load generator's) and PostgreSQL's, at the window's start and end.
+  const cpu = () => ({ server: cpuMicros(pid), client: cpuMicros(process.pid), database: DATABASE === 'postgres' ? postgresCpuMicros() : Number.NaN });
+  let cpuAtStart = { server: Number.NaN, client: Number.NaN, database: Number.NaN };
   let cpuAtEnd = cpuAtStart;
   const cpuTimers = [setTimeout(() => { cpuAtStart = cpu(); }, WARMUP_SECONDS * 1000), setTimeout(() => { cpuAtEnd = cpu(); }, (WARMUP_SECONDS + SECONDS) * 1000)];
   let open = 0;
@@ -182,7 +182,8 @@ async function round(token: string, conversations: Conversation[], mode: Mode, s
   return {
     turns: measured.length, seconds: SECONDS, added: measured.map((s) => s.doneMs - s.sentMs - SLEEP_MS).sort((a, b) => a - b),
     errors, hanging: open, cpuUsPerTurn: (cpuAtEnd.server - cpuAtStart.server) / measured.length,
-    clientCpuUsPerTurn: (cpuAtEnd.client - cpuAtStart.client) / measured.length, rssMiB: rssKiB / 1024, loadAverage: loadAverage(),
+    clientCpuUsPerTurn: (cpuAtEnd.client - cpuAtStart.client) / measured.length,
+    databaseCpuUsPerTurn: (cpuAtEnd.database - cpuAtStart.database) / measured.length, rssMiB: rssKiB / 1024, loadAverage: loadAverage(),
   };
 }
 
@@ -200,7 +201,7 @@ function loadAverage(): string {
   return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 }
 
-interface Row { n: number; mode: Mode; setup: string; turnsPerSecond: number; p50: number; p95: number; p99: number; errors: number; hanging: number; cpuUs: number; rssMiB: number }
+interface Row { n: number; mode: Mode; setup: string; turnsPerSecond: number; p50: number; p95: number; p99: number; errors: number; hanging: number; cpuUs: number; databaseCpuUs: number; rssMiB: number }
 
 let failed = false;
 const rows: Row[] = [];
@@ -220,7 +221,7 @@ try {
           const p = (q: number) => percentile(result.added, q)?.toFixed(1) ?? '-';
           const errors = [...result.errors].map(([kind, count]) => `${count}× ${kind}`).join(', ') || 'none';
           console.log(`N=${n} ${mode} ${setup.name} round ${r}: ${(result.turns / result.seconds).toFixed(0)} turns/s, added p50 ${p(0.5)} p95 ${p(0.95)} p99 ${p(0.99)} ms, `
-            + `errors ${errors}, hanging ${result.hanging}, CPU a turn ${result.cpuUsPerTurn.toFixed(0)} µs server, ${result.clientCpuUsPerTurn.toFixed(0)} µs load generator, RSS max ${result.rssMiB.toFixed(0)} MiB (load average ${result.loadAverage})`);
+            + `errors ${errors}, hanging ${result.hanging}, CPU a turn ${result.cpuUsPerTurn.toFixed(0)} µs server, ${result.clientCpuUsPerTurn.toFixed(0)} µs load generator${DATABASE === 'postgres' ? `, ${result.databaseCpuUsPerTurn.toFixed(0)} µs PostgreSQL` : ''}, RSS max ${result.rssMiB.toFixed(0)} MiB (load average ${result.loadAverage})`);
           if (result.errors.size > 0 || result.hanging > 0) failed = true;
         }
       }
@@ -230,15 +231,15 @@ try {
         rows.push({
           n, mode, setup, turnsPerSecond: m((r) => r.turns / r.seconds), p50: q(0.5), p95: q(0.95), p99: q(0.99),
           errors: of.reduce((sum, r) => sum + [...r.errors.values()].reduce((a, b) => a + b, 0), 0),
-          hanging: of.reduce((sum, r) => sum + r.hanging, 0), cpuUs: m((r) => r.cpuUsPerTurn), rssMiB: m((r) => r.rssMiB),
+          hanging: of.reduce((sum, r) => sum + r.hanging, 0), cpuUs: m((r) => r.cpuUsPerTurn), databaseCpuUs: m((r) => r.databaseCpuUsPerTurn), rssMiB: m((r) => r.rssMiB),
         });
       }
     }
   }
   console.log(`
-| conversations | mode | settings | turns/s | added p50 (ms) | p95 | p99 | errors | hanging | server CPU a turn (µs) | RSS (MiB) |
-|---|---|---|---|---|---|---|---|---|---|---|
-${rows.map((r) => `| ${r.n} | ${r.mode} | ${r.setup} | ${r.turnsPerSecond.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p95.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.errors} | ${r.hanging} | ${r.cpuUs.toFixed(0)} | ${r.rssMiB.toFixed(0)} |`).join('\n')}
+| conversations | mode | settings | turns/s | added p50 (ms) | p95 | p99 | errors | hanging | server CPU a turn (µs) | PostgreSQL CPU a turn (µs) | RSS (MiB) |
+|---|---|---|---|---|---|---|---|---|---|---|---|
+${rows.map((r) => `| ${r.n} | ${r.mode} | ${r.setup} | ${r.turnsPerSecond.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p95.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.errors} | ${r.hanging} | ${r.cpuUs.toFixed(0)} | ${Number.isNaN(r.databaseCpuUs) ? '-' : r.databaseCpuUs.toFixed(0)} | ${r.rssMiB.toFixed(0)} |`).join('\n')}
 
 (medians of ${ROUNDS} round(s); ${DATABASE}; !sleep ${SLEEP_MS}; load average at the end ${loadAverage()})`);
   if (flags.json) writeFileSync(flags.json, JSON.stringify({ database: DATABASE, sleepMs: SLEEP_MS, rounds: ROUNDS, rows }, null, 2));
