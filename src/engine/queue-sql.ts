@@ -1,5 +1,6 @@
 import { type ExpressionBuilder, sql, type Kysely, type RawBuilder, type Transaction } from 'kysely';
 import type { DB, Job, JobKind, JobStatus, Session } from '../store/schema.ts';
+import { sendAhead } from '../store/postgres-dialect.ts';
 import { prepared } from '../store/prepared.ts';
 import type { Store } from '../store/store.ts';
 import type { Dialect } from '../store/dialect.ts';
@@ -88,12 +89,13 @@ export type QueueStore = Pick<Store, 'dialect' | 'pgSchema' | 'clock'>;
  * Holds the agent's line for the rest of the transaction, before a job joins it. On PostgreSQL
  * a job's place is its id, given at insert, not at commit: without this, a newer job could be
  * claimed past an older one whose transaction has not committed yet. Claims only try the lock
- * (claimInTransaction), so a runner never waits behind an enqueue. SQLite writes one
- * transaction at a time: nothing to do.
+ * (claimInTransaction), so a runner never waits behind an enqueue. The lock goes out with the
+ * insert that follows it (sendAhead), in one round trip. SQLite writes one transaction at a
+ * time: nothing to do.
  */
 export async function lockAgentLine(trx: Transaction<DB>, store: QueueStore, agentId: string): Promise<void> {
   if (store.dialect !== 'postgres') return;
-  await sql`select pg_advisory_xact_lock(${agentLineKey(store, agentId)})`.execute(trx);
+  await sendAhead(trx, sql`select pg_advisory_xact_lock(${agentLineKey(store, agentId)})`.compile(trx));
 }
 
 /** PostgreSQL: the agent's line if nobody holds it (see lockAgentLine); false rather than wait. */

@@ -18,6 +18,8 @@ const SHAPE_FOLLOWS_TABLE = /\b(?:select|returning)\s+\*|\.\*/i;
 // A named statement PostgreSQL no longer accepts as prepared: its result type changed
 // (0A000), or it is gone (26000: pg closed it after a value failed to serialise).
 const STALE_STATEMENT = new Set(['0A000', '26000']);
+// "Current transaction is aborted, commands ignored until end of transaction block."
+const IN_FAILED_TRANSACTION = '25P02';
 
 /** How long PostgreSQL may take to accept a connection (TCP, TLS, authentication) before it is given up on. */
 export const POSTGRES_CONNECT_TIMEOUT_MS = 5_000;
@@ -99,10 +101,22 @@ export class BoundedWaitClient extends pg.Client {
  * once and is prepared afresh, under a new name, on its next call. Statements without
  * parameters (begin, commit) stay on the simple protocol, where several statements in one text
  * answer with the last one's result (see NotifyAtCommitDriver).
+ *
+ * It pipelines: a statement is written at once, not after the answer to the one before, so a
+ * statement whose answer nobody waits for (a transaction's BEGIN, a lock: see sendAhead) costs no
+ * round trip of its own. PostgreSQL still runs them one after the other, each with its own snapshot.
  */
 export class NamedStatementClient extends BoundedWaitClient {
   // Texts this connection prepares under a name of its own, since their shared one went stale here.
   private readonly renamed = new Map<string, string>();
+  // The failure that aborted the transaction under way. A statement pipelined behind it fails only
+  // with "current transaction is aborted" (25P02), and a COMMIT then answers ROLLBACK: both are
+  // given that failure instead, which says what went wrong (a lock past its timeout is an outage).
+  private abortedBy: unknown = null;
+
+  constructor(config: BoundedWaitClientConfig = {}) {
+    super({ ...config, pipeline: true });
+  }
 
   // Text and values, as Kysely calls it (a promise) or as pg's Pool#query does (a callback).
   override query(...args: unknown[]): any {
@@ -119,6 +133,18 @@ export class NamedStatementClient extends BoundedWaitClient {
   }
 
   private queryText(text: string, values: unknown[]): Promise<pg.QueryResult | undefined> {
+    if (/^(begin|start transaction)\b/.test(text)) this.abortedBy = null;
+    return this.sendText(text, values).then((result) => {
+      if (text === 'commit' && result?.command === 'ROLLBACK' && this.abortedBy !== null) throw this.abortedBy;
+      return result;
+    }, (error: { code?: string }) => {
+      if (error?.code === IN_FAILED_TRANSACTION && this.abortedBy !== null) throw this.abortedBy;
+      this.abortedBy = error;
+      throw error;
+    });
+  }
+
+  private sendText(text: string, values: unknown[]): Promise<pg.QueryResult | undefined> {
     if (values.length === 0) {
       return (super.query(text, values) as unknown as Promise<pg.QueryResult | pg.QueryResult[]>)
         .then((result) => (Array.isArray(result) ? result.at(-1) : result));
@@ -159,7 +185,22 @@ export async function notifyAtCommit(trx: Transaction<any>, channel: string, pay
   });
 }
 
-/** Kysely's PostgreSQL driver, committing with the notifications staged by notifyAtCommit. */
+/**
+ * Sends a statement whose answer nobody reads (a lock, say) without waiting for it: the
+ * transaction's next statement follows it in the same round trip (NamedStatementClient
+ * pipelines). If it fails, the transaction is aborted, and the next statement, or the commit,
+ * fails with its error.
+ */
+export async function sendAhead(trx: Transaction<any>, statement: CompiledQuery): Promise<void> {
+  await trx.getExecutor().provideConnection(async (connection) => {
+    connection.executeQuery(statement).catch(() => {}); // told by the statement after it
+  });
+}
+
+/**
+ * Kysely's PostgreSQL driver: BEGIN sent ahead of the transaction's first statement, and the
+ * commit carrying the notifications staged by notifyAtCommit.
+ */
 class NotifyAtCommitDriver extends PostgresDriver {
   // A connection the pool cannot give (refused, timed out) is the store's trouble too.
   override async acquireConnection(): Promise<DatabaseConnection> {
@@ -176,7 +217,9 @@ class NotifyAtCommitDriver extends PostgresDriver {
 
   override async beginTransaction(connection: DatabaseConnection, settings: Parameters<PostgresDriver['beginTransaction']>[1]): Promise<void> {
     this.forget(connection); // nothing left over from a transaction that never ended
-    await super.beginTransaction(connection, settings);
+    if (settings.isolationLevel || settings.accessMode) return super.beginTransaction(connection, settings);
+    // Not waited for: a BEGIN that fails (its connection gone) fails the statement after it too.
+    connection.executeQuery(CompiledQuery.raw('begin')).catch(() => {});
   }
 
   override async commitTransaction(connection: DatabaseConnection): Promise<void> {

@@ -9,7 +9,8 @@ import pg from 'pg';
 import { randomBase62 } from '../domain/ids.ts';
 import { freshDatabase, TEST_DB, TEST_PG_URL } from '../testing/harness.ts';
 import { proxyInFrontOf } from '../testing/frozen-database.ts';
-import { notifyAtCommit } from './postgres-dialect.ts';
+import { notifyAtCommit, sendAhead } from './postgres-dialect.ts';
+import { isStoreUnavailable } from './unavailable.ts';
 import { openStore, type Store } from './store.ts';
 
 const skip = TEST_DB === 'postgres' ? false : 'PostgreSQL pass only';
@@ -143,12 +144,51 @@ test('notifications staged in a transaction go out with its commit, never after 
   await assert.rejects(store.db.transaction().execute(async (trx) => {
     await notifyAtCommit(trx, channel, 'aborted');
     await sql`select 1 / 0`.execute(trx).catch(() => {});
-  }), /current transaction is aborted/);
+  }), /division by zero/); // the failure that aborted the transaction, not "current transaction is aborted"
   await store.db.transaction().execute(async (trx) => { await notifyAtCommit(trx, channel, 'last'); });
   const deadline = Date.now() + 5000;
   while (!heard.includes('last') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   assert.deepEqual(heard, ['first', tricky, 'second', 'before the savepoint', 'last']);
 }));
+
+test('a statement sent ahead runs in its transaction before the next one; its failure is the next statement\'s, or the commit\'s', { skip }, () => withOneConnectionStore(async (store) => {
+  const setting = sql<{ value: string | null }>`select current_setting('ac.ahead', true) as value`;
+  const seen = await store.db.transaction().execute(async (trx) => {
+    await sendAhead(trx, sql`select set_config('ac.ahead', 'set', true)`.compile(trx)); // true: for this transaction only
+    return (await setting.execute(trx)).rows[0]!.value;
+  });
+  assert.equal(seen, 'set');
+  assert.ok([null, ''].includes((await setting.execute(store.db)).rows[0]!.value), 'the setting ended with its transaction');
+  // Pipelined behind a failure, a statement (or a commit) is told of that failure, not of an aborted transaction.
+  await assert.rejects(store.db.transaction().execute(async (trx) => {
+    await sendAhead(trx, sql`select 1 / 0`.compile(trx));
+    await sql`select 1`.execute(trx);
+  }), /division by zero/);
+  await assert.rejects(store.db.transaction().execute(async (trx) => {
+    await sendAhead(trx, sql`select 1 / 0`.compile(trx));
+  }), /division by zero/);
+  assert.deepEqual((await sql<{ one: number }>`select 1 as one`.execute(store.db)).rows, [{ one: 1 }]); // the connection is fine
+}));
+
+test('a lock sent ahead that waits past the statement timeout fails its transaction as an outage', { skip }, async () => {
+  const database = await freshDatabase();
+  const store = await openStore(database.url, { pgSchema: database.pgSchema!, pgPoolSize: 1, pgStatementTimeoutMs: 300 });
+  const holder = new pg.Client({ connectionString: TEST_PG_URL });
+  try {
+    await holder.connect();
+    await holder.query('select pg_advisory_lock(424242)');
+    const failure = await store.db.transaction().execute(async (trx) => {
+      await sendAhead(trx, sql`select pg_advisory_xact_lock(424242)`.compile(trx));
+      await sql`select 1`.execute(trx);
+    }).then(() => assert.fail('the lock is held elsewhere'), (error: unknown) => error);
+    assert.equal((failure as { code?: string }).code, '57014');
+    assert.ok(isStoreUnavailable(failure));
+  } finally {
+    await holder.end();
+    await store.close();
+    await database.drop();
+  }
+});
 
 test('a migration elsewhere (a rolling deploy) never leaves a prepared statement failing', { skip }, () => withOneConnectionStore(async (store, other, schema) => {
   const run = async <R>(text: string, values: unknown[]) => (await store.db.executeQuery<R>(CompiledQuery.raw(text, values))).rows;

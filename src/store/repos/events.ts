@@ -2,6 +2,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { eventIdOf, type FeedEvent, type FeedEventType, type NewFeedEvent } from '../../domain/feed-events.ts';
 import type { DB } from '../schema.ts';
 import type { Dialect } from '../dialect.ts';
+import { sendAhead } from '../postgres-dialect.ts';
 import { fanOutDeliveries, subscribedEndpointsOf } from './webhooks.ts';
 
 /**
@@ -24,13 +25,13 @@ export async function recordEvents(trx: Transaction<DB>, dialect: Dialect, event
   })));
   if (rows.length === 0) return 0;
   const recipients = [...new Set(rows.map((row) => row.recipient_user_id))].sort();
-  // Read before the feed locks below, which are held until the commit.
-  const endpoints = await subscribedEndpointsOf(trx, recipients);
   if (dialect === 'postgres') {
+    // Held until the commit; sent ahead of the read below, in its round trip.
     for (const recipient of recipients) {
-      await sql`select pg_advisory_xact_lock(hashtextextended(${`agent-channel feed ${recipient}`}, 0))`.execute(trx);
+      await sendAhead(trx, sql`select pg_advisory_xact_lock(hashtextextended(${`agent-channel feed ${recipient}`}, 0))`.compile(trx));
     }
   }
+  const endpoints = await subscribedEndpointsOf(trx, recipients);
   if (endpoints.length === 0) {
     await trx.insertInto('events').values(rows).execute();
     return 0;
