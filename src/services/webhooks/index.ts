@@ -3,7 +3,7 @@ import { Problem } from '../../domain/problems.ts';
 import { newWebhookSecret, parseEventTypes } from '../../domain/webhooks.ts';
 import type { FeedEventType } from '../../domain/feed-events.ts';
 import {
-  copyDelivery, countEndpointsOf, pendingByEndpoint, deleteEndpoint, endpointOf, endpointsOf, insertEndpoint, recentDeliveries, setEndpointEnabled,
+  copyDelivery, countEndpointsOf, deleteFinishedBefore, pendingByEndpoint, deleteEndpoint, endpointOf, endpointsOf, insertEndpoint, recentDeliveries, setEndpointEnabled,
   type DeliveryRow, type EndpointRow,
 } from '../../store/repos/webhooks.ts';
 import { isoNowOf } from '../../store/shared-clock.ts';
@@ -35,6 +35,8 @@ export interface WebhooksDeps {
   secrets: SecretBox;
   /** WEBHOOK_ALLOW_PRIVATE_URLS: http:// and private addresses allowed. */
   allowPrivateUrls: boolean;
+  /** How long finished deliveries stay in the log (EVENT_RETENTION_HOURS, as their events). */
+  retentionMs: number;
 }
 
 const viewOf = (row: EndpointRow): EndpointView => ({
@@ -116,6 +118,11 @@ export class WebhooksService {
   /** Deliveries not yet made, by endpoint, of the whole deployment (a metric). */
   backlog(): Promise<Array<{ endpointId: string; count: number }>> {
     return pendingByEndpoint(this.deps.store.db);
+  }
+
+  /** Deletes finished deliveries (delivered, or given up) made longer than the retention before `now`; returns how many (housekeeping). */
+  purgeFinished(now: number): Promise<number> {
+    return deleteFinishedBefore(this.deps.store.db, new Date(now - this.deps.retentionMs).toISOString());
   }
 
   /** Sends an earlier delivery's event again, now, with its webhook-id (a new delivery in the log). */

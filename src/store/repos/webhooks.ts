@@ -239,8 +239,12 @@ export async function pendingByEndpoint(db: Kysely<DB>): Promise<Array<{ endpoin
   return rows.map((row) => ({ endpointId: row.endpoint_id, count: Number(row.n) }));
 }
 
-/** Deletes finished deliveries older than `cutoff` (housekeeping). */
+/**
+ * Deletes finished deliveries (delivered, or given up) made before `cutoff` (housekeeping). The
+ * states are named, not "not pending", so that the index on (state, created_at) finds the rows.
+ */
 export async function deleteFinishedBefore(db: Kysely<DB>, cutoff: string): Promise<number> {
-  const result = await db.deleteFrom('webhook_deliveries').where('state', '<>', 'pending').where('created_at', '<', cutoff).executeTakeFirst();
+  const result = await db.deleteFrom('webhook_deliveries').where('state', 'in', ['delivered', 'failed'])
+    .where('created_at', '<', cutoff).executeTakeFirst();
   return Number(result.numDeletedRows);
 }
