@@ -71,6 +71,21 @@ test('problems of the objects and of the agent: 404s, agent_required, agent_limi
   await freeMcp.close();
 });
 
+test('a database outage during a call is the API\'s 503 problem, the same body, as an isError result (not a 500)', async (ctx) => {
+  const u = await t.userWithAgent();
+  const mcp = await mcpClient(t, u.key);
+  // What node:sqlite throws for a database another process holds locked.
+  ctx.mock.method(t.runtime.services.agents, 'listForUser', async () => {
+    throw Object.assign(new Error('database is locked'), { code: 'ERR_SQLITE_ERROR', errcode: 5 });
+  });
+  const problem = await problemOf(mcp, 'list_agents', {});
+  assert.deepEqual([problem.status, problem.code], [503, 'service_unavailable']);
+  const res = await t.inject({ method: 'GET', url: `${API}/agents`, headers: u.auth });
+  assert.equal(res.statusCode, 503);
+  assert.deepEqual(withoutId(problem), withoutId(res.json()), 'the API\'s body');
+  await mcp.close();
+});
+
 test('a stateless server: GET and DELETE are 405 (no stream, no session), a body that is not JSON is the API\'s 400', async () => {
   const u = await t.user();
   const url = `${await listeningUrl(t)}/mcp`;
