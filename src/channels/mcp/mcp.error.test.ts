@@ -21,6 +21,9 @@ test('invalid arguments: the API\'s 422 problem, with the same code, detail and 
     ['send_message', { text: 'x'.repeat(32_001) }, 'text_too_long', { method: 'POST', url: '/messages', payload: { text: 'x'.repeat(32_001) } }],
     ['send_message', { text: 'hi', session_id: 5 }, 'validation_failed', { method: 'POST', url: '/messages', payload: { text: 'hi', session_id: 5 } }],
     ['send_message', { text: 'nul \u0000 inside' }, 'validation_failed', { method: 'POST', url: '/messages', payload: { text: 'nul \u0000 inside' } }],
+    // The stored-text rule comes before the text's own codes, and those before the other fields.
+    ['send_message', { text: ' ', session_id: 'ses_\u0000' }, 'validation_failed', { method: 'POST', url: '/messages', payload: { text: ' ', session_id: 'ses_\u0000' } }],
+    ['send_message', { text: ' ', session_id: 5 }, 'text_empty', { method: 'POST', url: '/messages', payload: { text: ' ', session_id: 5 } }],
     ['create_agent', { agent_name: ' ' }, 'validation_failed', { method: 'POST', url: '/agents', payload: { agent_name: ' ' } }],
     ['get_messages', { session_id: 'ses_x', after: 'yesterday' }, 'validation_failed', { method: 'GET', url: '/sessions/ses_x/messages?after=yesterday' }],
   ];

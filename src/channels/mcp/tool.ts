@@ -148,9 +148,13 @@ export function registerTool<Input extends z.ZodType, Output extends z.ZodType>(
   });
 }
 
-/** Arguments judged as the API judges a body: text no database stores (U+0000, a lone surrogate) first, then the schema. */
-export function parseArguments<Input extends z.ZodType>(input: Input, args: unknown): z.infer<Input> {
+/**
+ * Arguments judged as the API judges a body: text no database stores (U+0000, a lone surrogate)
+ * first, then `before` (a check with codes of its own, as a route's preValidation), then the schema.
+ */
+export function parseArguments<Input extends z.ZodType>(input: Input, args: unknown, before?: (args: unknown) => void): z.infer<Input> {
   const path = findUnstorableText(args);
   if (path !== null) throw unstorableTextProblem(path);
+  before?.(args);
   return parseOrThrow(input, args ?? {}) as z.infer<Input>;
 }
