@@ -114,10 +114,8 @@ export class DeliveryWorker {
       if (this.stopped || room <= 0) return;
       const now = store.clock.now();
       const leaseOwner = `${instanceId}:${++this.claims}`;
-      const full = [...this.inFlight].filter(([, count]) => count >= perEndpoint).map(([id]) => id);
       const claimed = await claimDueDeliveries(store.db, {
-        leaseOwner, now: new Date(now).toISOString(), leaseUntil: new Date(now + this.leaseMs).toISOString(), room, full,
-        roomOf: (endpointId) => perEndpoint - (this.inFlight.get(endpointId) ?? 0),
+        leaseOwner, now: new Date(now).toISOString(), leaseUntil: new Date(now + this.leaseMs).toISOString(), room, perEndpoint, inFlight: this.inFlight,
       });
       if (claimed.length === 0) return;
       for (const delivery of claimed) {
