@@ -9,7 +9,7 @@ import {
 import { isoNowOf } from '../../store/shared-clock.ts';
 import type { Store } from '../../store/store.ts';
 import type { SecretBox } from './secret-box.ts';
-import { hostProblem, urlFormProblem } from './url-safety.ts';
+import { hostProblem, writtenUrlProblem } from './url-safety.ts';
 
 /** The most endpoints one account may have. */
 export const MAX_ENDPOINTS_PER_ACCOUNT = 20;
@@ -64,13 +64,16 @@ export class WebhooksService {
     return this.deps.allowPrivateUrls;
   }
 
-  /** Registers an endpoint; the secret is in the answer only, and kept sealed. */
+  /**
+   * Registers an endpoint; the secret is in the answer only, and kept sealed. The URL's name is
+   * resolved last, once everything else is right: what is refused for its form, its written
+   * address, its events or the account's limit is refused without a DNS lookup.
+   */
   async create(userId: string, input: { url: string; events?: readonly string[] | string | undefined }): Promise<{ endpoint: EndpointView; secret: string }> {
     const url = input.url.trim();
     const errors: Array<{ path: string; message: string }> = [];
-    const formProblem = urlFormProblem(url, this.deps.allowPrivateUrls);
-    const hostRefusal = formProblem === null ? await hostProblem(new URL(url), this.deps.allowPrivateUrls) : null;
-    if (formProblem ?? hostRefusal) errors.push({ path: 'url', message: (formProblem ?? hostRefusal)! });
+    const urlProblem = writtenUrlProblem(url, this.deps.allowPrivateUrls);
+    if (urlProblem !== null) errors.push({ path: 'url', message: urlProblem });
     const events = parseEventTypes(input.events);
     if ('unknown' in events) errors.push({ path: 'events', message: `unknown event type ${events.unknown.slice(0, 3).map((t) => `"${t.slice(0, 40)}"`).join(', ')}: use the types of GET /events` });
     if (errors.length > 0) throw Problem.validation(errors);
@@ -78,6 +81,8 @@ export class WebhooksService {
     if (await countEndpointsOf(db, userId) >= MAX_ENDPOINTS_PER_ACCOUNT) {
       throw Problem.validation([{ path: 'url', message: `an account has at most ${MAX_ENDPOINTS_PER_ACCOUNT} webhook endpoints: delete one first` }]);
     }
+    const hostRefusal = await hostProblem(new URL(url), this.deps.allowPrivateUrls);
+    if (hostRefusal !== null) throw Problem.validation([{ path: 'url', message: hostRefusal }]);
     const id = newId('webhook');
     const secret = newWebhookSecret();
     const row: EndpointRow = {
