@@ -6,8 +6,8 @@ if (major < 24) {
   process.exit(1);
 }
 // The user commands (send, chat…) are the client package's: they talk HTTP, and load nothing of the server.
-const { USER_COMMANDS } = await import('../packages/client/src/cli/usage.ts');
-if (USER_COMMANDS.includes(process.argv[2])) {
+const { isUserCommand } = await import('../packages/client/src/cli/usage.ts');
+if (isUserCommand(process.argv[2])) {
   const { runUserCli } = await import('../packages/client/src/cli/main.ts');
   process.exitCode = await runUserCli(process.argv.slice(2));
 } else {

@@ -75,7 +75,7 @@ export async function createRuntime({
   const services = createServices({ store, config, engine, brain, secrets });
   const webhookDeliveries = new DeliveryWorker({
     store, bus, secrets, instanceId: config.instanceId, retrySchedule: config.webhookRetryScheduleMs,
-    allowPrivateUrls: config.webhookAllowPrivateUrls, retentionMs: config.eventRetentionMs, logFailure: logWarning, onError: logError,
+    allowPrivateUrls: config.webhookAllowPrivateUrls, logFailure: logWarning, onError: logError,
   });
   services.webhooks.onNewDelivery(() => webhookDeliveries.wake());
   const rateLimiter: RateLimiter = createRateLimiter(config.rateLimitStore, store, config.redisUrl,

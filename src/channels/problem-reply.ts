@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { Problem } from '../domain/problems.ts';
+import { isStoreUnavailable } from '../store/unavailable.ts';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
@@ -36,6 +37,15 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, proble
   // database or the rate limit store is away, or this instance is shutting down (another answers).
   if (problem.code === 'idempotency_key_in_use' || problem.code === 'service_unavailable') reply.header('Retry-After', '1');
   return reply.code(problem.status).type(PROBLEM_CONTENT_TYPE).send(problemBody(problem, request.id));
+}
+
+/**
+ * A database outage (see isStoreUnavailable) as the API's routes and the MCP tools answer it:
+ * 503, not the client's doing nor a fault in our code, and the same request a moment later may
+ * well succeed; null for any other error.
+ */
+export function storeOutageProblem(error: unknown): Problem | null {
+  return isStoreUnavailable(error) ? new Problem('service_unavailable', 'The database cannot be reached just now; send the request again in a moment.') : null;
 }
 
 /** The one 401 every cause shares (missing, malformed, unknown, revoked, expired, inactive). */

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import { hashSecret, parseApiKey } from '../domain/api-key.ts';
 import { runCli } from '../testing/cli.ts';
+import { USER_COMMANDS } from '../../packages/client/src/cli/usage.ts';
 import { API, databaseEnv, freshDatabase, withTestApp, type TestDatabase } from '../testing/harness.ts';
 import { openStore, type Store } from '../store/store.ts';
 import { verifyPassword } from '../domain/password.ts';
@@ -202,6 +203,16 @@ test('--help and -h print the usage and exit 0; a value starting with a dash is 
   assert.equal(flagged.code, 2);
   assert.match(flagged.stderr, /^agent-channel: serve takes no flags \(got --port\)\n[\s\S]*PORT=9000 agent-channel serve/);
   await ok('users', 'create', '--email', 'dash@example.test', '--password=-starts-with-a-dash');
+});
+
+test('each user command is handed to the client package, and any other word to the operator CLI', async () => {
+  for (const name of USER_COMMANDS) {
+    const help = await ok(name, '--help');
+    assert.match(help, /Every user command takes --json/, name);
+    assert.doesNotMatch(help, /Operator commands/, name);
+  }
+  // A word that only starts like one, or none at all, is the operator's.
+  for (const args of [['users', '--help'], ['sends', '--help'], ['--help']]) assert.match(await ok(...args), /Operator commands/, args.join(' '));
 });
 
 test('--version, -v and version print the release, as package.json names it', async () => {

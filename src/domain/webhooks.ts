@@ -42,11 +42,15 @@ export function parseRetrySchedule(raw: string): number[] {
   return pauses;
 }
 
-/** The pause before retry number `retry` (0-based) with ±20% jitter, so that endpoints that failed together are not retried in one burst. */
+/**
+ * The pause before retry number `retry` (0-based), null past the schedule: the scheduled pause
+ * and up to 20 % more, never less (an endpoint is given at least the pause the operator set),
+ * varied so that endpoints that failed together are not retried in one burst.
+ */
 export function retryPauseMs(schedule: readonly number[], retry: number, random: () => number = Math.random): number | null {
   const base = schedule[retry];
   if (base === undefined) return null;
-  return Math.max(1, Math.round(base * (0.8 + 0.4 * random())));
+  return Math.round(base * (1 + 0.2 * random()));
 }
 
 /** An endpoint's subscription: the types named (each of §9.3, none twice), or every type when none is named. */

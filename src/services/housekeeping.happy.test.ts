@@ -18,9 +18,9 @@ test('expired idempotency records and duplicate-window claims are deleted; fresh
   await send(t, u, { text: 'claims the window' });
   const { housekeeping } = t.runtime.services;
   const now = await housekeeping.runOnce();
-  assert.deepEqual(now, { idempotencyKeys: 0, recentMessages: 0, rateLimitRows: 0, webSessions: 0, loginAttempts: 0, events: 0, telegramUpdates: 0, orphansClosed: 0, actionsFailed: 0, missionsSettled: 0 });
+  assert.deepEqual(now, { idempotencyKeys: 0, recentMessages: 0, rateLimitRows: 0, webSessions: 0, loginAttempts: 0, events: 0, webhookDeliveries: 0, telegramUpdates: 0, orphansClosed: 0, actionsFailed: 0, missionsSettled: 0 });
   const later = await housekeeping.runOnce(Date.now() + 25 * 3_600_000);
-  assert.deepEqual(later, { idempotencyKeys: 1, recentMessages: 2, rateLimitRows: 0, webSessions: 0, loginAttempts: 0, events: 0, telegramUpdates: 0, orphansClosed: 0, actionsFailed: 0, missionsSettled: 0 },
+  assert.deepEqual(later, { idempotencyKeys: 1, recentMessages: 2, rateLimitRows: 0, webSessions: 0, loginAttempts: 0, events: 0, webhookDeliveries: 0, telegramUpdates: 0, orphansClosed: 0, actionsFailed: 0, missionsSettled: 0 },
     'the keyed message claimed the window too');
   // After the window the same text is a new message again.
   const again = await send(t, u, { text: 'claims the window' });
@@ -42,6 +42,27 @@ test('events older than EVENT_RETENTION_HOURS are deleted by the sweep; younger 
     // The feed goes on with what comes next.
     const later = (await send(app, u, { text: 'kept', session_id: first.session_id })).json();
     assert.deepEqual((await allEvents(app, u)).map((e) => e.data), [{ text: 'You said: kept', ts: later.reply_ts }]);
+  }, { eventRetentionMs: loadConfig({ EVENT_RETENTION_HOURS: '2' }).eventRetentionMs });
+});
+
+test('finished webhook deliveries older than EVENT_RETENTION_HOURS are deleted by the sweep; younger ones, and pending ones of any age, stay', async () => {
+  await withTestApp(async (app) => {
+    const { db } = app.runtime.store;
+    const hour = 3_600_000;
+    const made = new Date(Date.now() - hour).toISOString();
+    // An endpoint that does not exist: the worker claims nothing of it, so the rows stay as written.
+    const delivery = (state: 'pending' | 'delivered' | 'failed', eventId: string) => ({
+      endpoint_id: 'whk_purged', event_id: eventId, event_type: 'turn.completed', payload: '{}', state, attempts: state === 'pending' ? 0 : 1,
+      next_attempt_at: made, created_at: made, finished_at: state === 'pending' ? null : made,
+    });
+    await db.insertInto('webhook_deliveries').values([delivery('delivered', 'evt_1'), delivery('failed', 'evt_2'), delivery('pending', 'evt_3')]).execute();
+    const left = async () => (await db.selectFrom('webhook_deliveries').select('event_id').where('endpoint_id', '=', 'whk_purged').orderBy('event_id').execute())
+      .map((row) => row.event_id);
+    const { housekeeping } = app.runtime.services;
+    assert.equal((await housekeeping.runOnce(Date.now() + hour - 60_000)).webhookDeliveries, 0, 'not two hours old yet');
+    assert.deepEqual(await left(), ['evt_1', 'evt_2', 'evt_3']);
+    assert.equal((await housekeeping.runOnce(Date.now() + hour + 60_000)).webhookDeliveries, 2);
+    assert.deepEqual(await left(), ['evt_3'], 'a delivery still to be made is never deleted');
   }, { eventRetentionMs: loadConfig({ EVENT_RETENTION_HOURS: '2' }).eventRetentionMs });
 });
 

@@ -5,19 +5,21 @@ import type { TelegramRelay } from './telegram/relay.ts';
 import type { LoginThrottle } from './login-throttle.ts';
 import type { MissionsService } from './missions/index.ts';
 import type { WebSessionsService } from './web-sessions.ts';
+import type { WebhooksService } from './webhooks/index.ts';
 
 /**
  * Periodic clean-up, so that nothing needs babysitting: expired idempotency records,
  * duplicate-window claims, web app sessions that are over (idle too long, or past their end;
  * nobody may come back to delete them on sight) and log-in attempts out of their window are
- * deleted, so are events past their retention and (on PostgreSQL) the rate-limit rows of idle keys, and missions nobody can
+ * deleted, so are events and finished webhook deliveries past their retention, Telegram updates
+ * past a redelivery and (on PostgreSQL) the rate-limit rows of idle keys, and missions nobody can
  * settle any more are closed.
  */
 export class Housekeeping {
   private timer: NodeJS.Timeout | null = null;
   /** The run under way, if any: a tick never starts a second one, and stop() waits for it. */
   private running: Promise<unknown> | null = null;
-  private readonly deps: { store: Store; missions: MissionsService; feed: FeedService; webSessions: WebSessionsService; loginThrottle: LoginThrottle; telegramRelay: TelegramRelay; idempotencyTtlMs: number; duplicateWindowMs: number };
+  private readonly deps: { store: Store; missions: MissionsService; feed: FeedService; webhooks: WebhooksService; webSessions: WebSessionsService; loginThrottle: LoginThrottle; telegramRelay: TelegramRelay; idempotencyTtlMs: number; duplicateWindowMs: number };
 
   constructor(deps: Housekeeping['deps']) {
     this.deps = deps;
@@ -40,7 +42,7 @@ export class Housekeeping {
   }
 
   /** `now` by the store's clock, which the records' times were written by, whichever instance wrote them. */
-  async runOnce(now = this.deps.store.clock.now()): Promise<{ idempotencyKeys: number; recentMessages: number; rateLimitRows: number; webSessions: number; loginAttempts: number; events: number; telegramUpdates: number } & Awaited<ReturnType<MissionsService['sweep']>>> {
+  async runOnce(now = this.deps.store.clock.now()): Promise<{ idempotencyKeys: number; recentMessages: number; rateLimitRows: number; webSessions: number; loginAttempts: number; events: number; webhookDeliveries: number; telegramUpdates: number } & Awaited<ReturnType<MissionsService['sweep']>>> {
     const { db } = this.deps.store;
     const keys = await db.deleteFrom('idempotency_keys')
       .where('created_at', '<', new Date(now - this.deps.idempotencyTtlMs).toISOString()).executeTakeFirst();
@@ -54,7 +56,11 @@ export class Housekeeping {
     const loginAttempts = await this.deps.loginThrottle.sweep(now);
     const missions = await this.deps.missions.sweep();
     const events = await this.deps.feed.purgeExpired(now);
+    const webhookDeliveries = await this.deps.webhooks.purgeFinished(now);
     const telegramUpdates = await this.deps.telegramRelay.forgetOldUpdates();
-    return { idempotencyKeys: Number(keys.numDeletedRows), recentMessages: Number(recent.numDeletedRows), rateLimitRows, webSessions, loginAttempts, events, telegramUpdates, ...missions };
+    return {
+      idempotencyKeys: Number(keys.numDeletedRows), recentMessages: Number(recent.numDeletedRows), rateLimitRows, webSessions, loginAttempts, events,
+      webhookDeliveries, telegramUpdates, ...missions,
+    };
   }
 }

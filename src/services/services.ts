@@ -74,10 +74,10 @@ export function createServices({ store, config, engine, brain, secrets = new Sec
   const webSessions = new WebSessionsService({ store, idleMinutes: config.webSessionIdleMinutes });
   const loginThrottle = new LoginThrottle(store);
   const telegramRelay = new TelegramRelay(store, feed);
+  const webhooks = new WebhooksService({ store, secrets, allowPrivateUrls: config.webhookAllowPrivateUrls, retentionMs: config.eventRetentionMs });
   const housekeeping = new Housekeeping({
-    store, missions, feed, webSessions, loginThrottle, telegramRelay, idempotencyTtlMs: config.idempotencyTtlMs, duplicateWindowMs: config.duplicateWindowMs,
+    store, missions, feed, webhooks, webSessions, loginThrottle, telegramRelay, idempotencyTtlMs: config.idempotencyTtlMs, duplicateWindowMs: config.duplicateWindowMs,
   });
-  const webhooks = new WebhooksService({ store, secrets, allowPrivateUrls: config.webhookAllowPrivateUrls });
   const telegramLinks = new TelegramLinks(store);
   return { accounts, keys, agents, conversations, missions, feed, webSessions, loginThrottle, housekeeping, webhooks, requestCache, telegramLinks, telegramRelay };
 }

@@ -14,7 +14,7 @@ import { answerOne, askQuestion, decideOne, draftAction, listActions, listQuesti
  * statement whose condition stops matching its index still gives the right answer, so only its
  * plan shows the mistake (one such statement made each poll read every job ever run).
  */
-const GROWING_TABLES = ['turns', 'jobs', 'sessions', 'recent_messages', 'idempotency_keys', 'missions', 'actions', 'questions', 'audit_log', 'login_attempts'];
+const GROWING_TABLES = ['turns', 'jobs', 'sessions', 'recent_messages', 'idempotency_keys', 'missions', 'actions', 'questions', 'audit_log', 'login_attempts', 'webhook_deliveries'];
 // Partial indexes over unfinished work only: scanning one reads what is open, not history.
 const BOUNDED_INDEXES = ['jobs_queued', 'jobs_line', 'jobs_open_by_session'];
 
@@ -41,7 +41,7 @@ test('the statements of sending, running a turn and reading a transcript use an 
   assert.deepEqual(fullReadsAmong(statements), []);
 });
 
-test('the statements of background work (requeues, housekeeping, the missions sweep, the metrics\' queue count) and of listing and settling actions and questions use an index', { skip: TEST_DB !== 'sqlite' && 'query plans of SQLite' }, async () => {
+test('the statements of background work (requeues, housekeeping with its purge of webhook deliveries, the missions sweep, the metrics\' queue count) and of listing and settling actions and questions use an index', { skip: TEST_DB !== 'sqlite' && 'query plans of SQLite' }, async () => {
   const owner = await t.userWithAgent({ plan: 'pro' });
   const drafted = await draftAction(t, owner, 'payment', unique('Plan check'));
   const asked = await askQuestion(t, owner, 'text', unique('Plan check?'));
@@ -61,6 +61,7 @@ test('the statements of background work (requeues, housekeeping, the missions sw
 
   const statements = statementsRunSoFar();
   assert.ok(statements.length >= 40, `the paths above ran ${statements.length} statements`);
+  assert.ok(statements.some((sql) => /^delete from "webhook_deliveries" where "state" in /.test(sql)), 'the purge of finished webhook deliveries ran');
   // The duplicate window's table holds only the last few seconds of messages: its expiry may read it.
   const windowOnly = (sql: string) => /^delete from "recent_messages" where "created_at" < \?$/.test(sql);
   assert.deepEqual(fullReadsAmong(statements.filter((sql) => !windowOnly(sql))), []);

@@ -26,6 +26,7 @@ import * as m008LoginAttempts from './migrations/008_login_attempts.ts';
 import * as m009Events from './migrations/009_events.ts';
 import * as m010Webhooks from './migrations/010_webhooks.ts';
 import * as m011Telegram from './migrations/011_telegram.ts';
+import * as m012WebhookDeliveriesPurge from './migrations/012_webhook_deliveries_purge.ts';
 
 /** The Store port: one Kysely handle over SQLite or PostgreSQL, migrated on open. */
 export interface Store {
@@ -292,6 +293,7 @@ export function migrationsFor(dialect: Dialect): Record<string, Migration> {
     '009_events': { up: (db) => m009Events.up(db, dialect) },
     '010_webhooks': { up: (db) => m010Webhooks.up(db, dialect) },
     '011_telegram': { up: (db) => m011Telegram.up(db, dialect) },
+    '012_webhook_deliveries_purge': { up: (db) => m012WebhookDeliveriesPurge.up(db) },
   };
 }
 

@@ -21,6 +21,9 @@ test('invalid arguments: the API\'s 422 problem, with the same code, detail and 
     ['send_message', { text: 'x'.repeat(32_001) }, 'text_too_long', { method: 'POST', url: '/messages', payload: { text: 'x'.repeat(32_001) } }],
     ['send_message', { text: 'hi', session_id: 5 }, 'validation_failed', { method: 'POST', url: '/messages', payload: { text: 'hi', session_id: 5 } }],
     ['send_message', { text: 'nul \u0000 inside' }, 'validation_failed', { method: 'POST', url: '/messages', payload: { text: 'nul \u0000 inside' } }],
+    // The stored-text rule comes before the text's own codes, and those before the other fields.
+    ['send_message', { text: ' ', session_id: 'ses_\u0000' }, 'validation_failed', { method: 'POST', url: '/messages', payload: { text: ' ', session_id: 'ses_\u0000' } }],
+    ['send_message', { text: ' ', session_id: 5 }, 'text_empty', { method: 'POST', url: '/messages', payload: { text: ' ', session_id: 5 } }],
     ['create_agent', { agent_name: ' ' }, 'validation_failed', { method: 'POST', url: '/agents', payload: { agent_name: ' ' } }],
     ['get_messages', { session_id: 'ses_x', after: 'yesterday' }, 'validation_failed', { method: 'GET', url: '/sessions/ses_x/messages?after=yesterday' }],
   ];
@@ -69,6 +72,21 @@ test('problems of the objects and of the agent: 404s, agent_required, agent_limi
   assert.deepEqual(decided.results.map((r) => r.error?.code), ['not_found', 'invalid_decision']);
   await mcp.close();
   await freeMcp.close();
+});
+
+test('a database outage during a call is the API\'s 503 problem, the same body, as an isError result (not a 500)', async (ctx) => {
+  const u = await t.userWithAgent();
+  const mcp = await mcpClient(t, u.key);
+  // What node:sqlite throws for a database another process holds locked.
+  ctx.mock.method(t.runtime.services.agents, 'listForUser', async () => {
+    throw Object.assign(new Error('database is locked'), { code: 'ERR_SQLITE_ERROR', errcode: 5 });
+  });
+  const problem = await problemOf(mcp, 'list_agents', {});
+  assert.deepEqual([problem.status, problem.code], [503, 'service_unavailable']);
+  const res = await t.inject({ method: 'GET', url: `${API}/agents`, headers: u.auth });
+  assert.equal(res.statusCode, 503);
+  assert.deepEqual(withoutId(problem), withoutId(res.json()), 'the API\'s body');
+  await mcp.close();
 });
 
 test('a stateless server: GET and DELETE are 405 (no stream, no session), a body that is not JSON is the API\'s 400', async () => {

@@ -98,6 +98,10 @@ test('a page of another site is refused (403) before its key counts; a client th
     assert.equal(res.headers.get('ratelimit'), null, 'not counted');
   }
   assert.equal((await post({ ...auth, 'sec-fetch-site': 'cross-site', origin: base })).status, 403);
+  // The Origin is judged before the key: no key, or a wrong one, is still the 403, not the 401.
+  for (const key of [{}, { authorization: 'Bearer ak_nope_nope' }] as Array<Record<string, string>>) {
+    assert.equal((await post({ ...key, origin: 'http://evil.example' })).status, 403, JSON.stringify(key));
+  }
   for (const headers of [auth, { ...auth, origin: base }, { ...auth, origin: base, 'sec-fetch-site': 'same-origin' }]) {
     const res = await post(headers);
     assert.equal(res.status, 200, JSON.stringify(headers));

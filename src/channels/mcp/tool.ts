@@ -2,8 +2,8 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { CallToolResult, McpServer, ServerContext, StandardSchemaWithJSON, ToolAnnotations } from '@modelcontextprotocol/server';
 import type { z } from 'zod';
 import { findUnstorableText, parseOrThrow, Problem, unstorableTextProblem } from '../../domain/problems.ts';
-import { isStoreUnavailable, storeOutageFields } from '../../store/unavailable.ts';
-import { problemBody, ProblemSchema } from '../problem-reply.ts';
+import { storeOutageFields } from '../../store/unavailable.ts';
+import { problemBody, ProblemSchema, storeOutageProblem } from '../problem-reply.ts';
 
 /** Who calls a tool, in which HTTP request: what every tool's work is given. */
 export interface ToolCall {
@@ -118,9 +118,10 @@ function resultOf(value: unknown, isError: boolean): CallToolResult {
 /** A failure as the API would answer it: a Problem as it is, an outage as 503, anything else a logged 500 naming no cause. */
 function problemOf(error: unknown, call: ToolCall): Problem {
   if (error instanceof Problem) return error;
-  if (isStoreUnavailable(error)) {
+  const outage = storeOutageProblem(error);
+  if (outage) {
     call.log.warn(storeOutageFields(error), 'database unavailable');
-    return new Problem('service_unavailable', 'The database cannot be reached just now; call the tool again in a moment.');
+    return outage;
   }
   call.log.error({ err: error }, 'unhandled error in an MCP tool');
   return new Problem('internal_error', 'Something went wrong on our side; the request_id finds it in the server\'s log.');
@@ -147,9 +148,13 @@ export function registerTool<Input extends z.ZodType, Output extends z.ZodType>(
   });
 }
 
-/** Arguments judged as the API judges a body: text no database stores (U+0000, a lone surrogate) first, then the schema. */
-export function parseArguments<Input extends z.ZodType>(input: Input, args: unknown): z.infer<Input> {
+/**
+ * Arguments judged as the API judges a body: text no database stores (U+0000, a lone surrogate)
+ * first, then `before` (a check with codes of its own, as a route's preValidation), then the schema.
+ */
+export function parseArguments<Input extends z.ZodType>(input: Input, args: unknown, before?: (args: unknown) => void): z.infer<Input> {
   const path = findUnstorableText(args);
   if (path !== null) throw unstorableTextProblem(path);
+  before?.(args);
   return parseOrThrow(input, args ?? {}) as z.infer<Input>;
 }

@@ -1,6 +1,6 @@
 import { retryPauseMs, type DeliveryObserver, type DeliveryOutcome } from '../../domain/webhooks.ts';
 import type { Bus } from '../../engine/bus.ts';
-import { claimDueDeliveries, deleteFinishedBefore, finishAttempt, releaseAllLeases, releaseLease, type ClaimedDelivery } from '../../store/repos/webhooks.ts';
+import { claimDueDeliveries, finishAttempt, releaseAllLeases, releaseLease, type ClaimedDelivery } from '../../store/repos/webhooks.ts';
 import type { Store } from '../../store/store.ts';
 import type { SecretBox } from './secret-box.ts';
 import { DELIVERY_TIMEOUT_MS, WebhookSender, type SendResult } from './sender.ts';
@@ -20,15 +20,10 @@ export interface DeliveryWorkerOptions {
   perEndpoint?: number;
   /** How often the worker looks for due deliveries without being woken (retries, other instances' leases). */
   pollMs?: number;
-  /** How long finished deliveries stay in the log (EVENT_RETENTION_HOURS, as their events). */
-  retentionMs?: number;
   /** One line per failed attempt: no secret, no body, no URL (it may carry a token). */
   logFailure?: (fields: Record<string, unknown>, message: string) => void;
   onError?: (error: unknown, context: string) => void;
 }
-
-/** How often delivered and given-up deliveries past the retention are deleted. */
-const PURGE_EVERY_MS = 10 * 60_000;
 
 /**
  * Delivers webhooks (contract §9.5). Claims due deliveries under a lease longer than an attempt
@@ -52,12 +47,11 @@ export class DeliveryWorker {
   private again = false;
   private stopped = true;
   private poll: NodeJS.Timeout | null = null;
-  private purge: NodeJS.Timeout | null = null;
   private readonly timers = new Set<NodeJS.Timeout>();
   private unsubscribe: () => void = () => {};
 
   constructor(options: DeliveryWorkerOptions) {
-    this.options = { concurrency: 64, perEndpoint: 4, pollMs: 1000, retentionMs: 7 * 86_400_000, ...options };
+    this.options = { concurrency: 64, perEndpoint: 4, pollMs: 1000, ...options };
     this.sender = new WebhookSender({ allowPrivate: options.allowPrivateUrls, maxSocketsPerHost: this.options.perEndpoint });
   }
 
@@ -74,10 +68,6 @@ export class DeliveryWorker {
     // Another instance's new deliveries (this one's also come by the bus); the poll catches the rest.
     this.unsubscribe = this.options.bus.on((event) => { if (event.type === 'feed' && event.deliveries) this.wake(); });
     this.poll = setInterval(() => this.wake(), this.options.pollMs).unref();
-    this.purge = setInterval(() => {
-      const cutoff = new Date(this.options.store.clock.now() - this.options.retentionMs).toISOString();
-      deleteFinishedBefore(this.options.store.db, cutoff).catch((error: unknown) => this.options.onError?.(error, 'deleting old webhook deliveries'));
-    }, PURGE_EVERY_MS).unref();
     this.wake();
   }
 
@@ -104,7 +94,6 @@ export class DeliveryWorker {
     this.stopped = true;
     this.unsubscribe();
     if (this.poll) clearInterval(this.poll);
-    if (this.purge) clearInterval(this.purge);
     for (const timer of this.timers) clearTimeout(timer);
     this.abort.abort();
     await this.round;
@@ -125,10 +114,8 @@ export class DeliveryWorker {
       if (this.stopped || room <= 0) return;
       const now = store.clock.now();
       const leaseOwner = `${instanceId}:${++this.claims}`;
-      const full = [...this.inFlight].filter(([, count]) => count >= perEndpoint).map(([id]) => id);
       const claimed = await claimDueDeliveries(store.db, {
-        leaseOwner, now: new Date(now).toISOString(), leaseUntil: new Date(now + this.leaseMs).toISOString(), room, full,
-        roomOf: (endpointId) => perEndpoint - (this.inFlight.get(endpointId) ?? 0),
+        leaseOwner, now: new Date(now).toISOString(), leaseUntil: new Date(now + this.leaseMs).toISOString(), room, perEndpoint, inFlight: this.inFlight,
       });
       if (claimed.length === 0) return;
       for (const delivery of claimed) {

@@ -3,13 +3,13 @@ import { Problem } from '../../domain/problems.ts';
 import { newWebhookSecret, parseEventTypes } from '../../domain/webhooks.ts';
 import type { FeedEventType } from '../../domain/feed-events.ts';
 import {
-  copyDelivery, countEndpointsOf, pendingByEndpoint, deleteEndpoint, endpointOf, endpointsOf, insertEndpoint, recentDeliveries, setEndpointEnabled,
+  copyDelivery, countEndpointsOf, deleteFinishedBefore, pendingByEndpoint, deleteEndpoint, endpointOf, endpointsOf, insertEndpoint, recentDeliveries, setEndpointEnabled,
   type DeliveryRow, type EndpointRow,
 } from '../../store/repos/webhooks.ts';
 import { isoNowOf } from '../../store/shared-clock.ts';
 import type { Store } from '../../store/store.ts';
 import type { SecretBox } from './secret-box.ts';
-import { hostProblem, urlFormProblem } from './url-safety.ts';
+import { hostProblem, writtenUrlProblem } from './url-safety.ts';
 
 /** The most endpoints one account may have. */
 export const MAX_ENDPOINTS_PER_ACCOUNT = 20;
@@ -35,6 +35,8 @@ export interface WebhooksDeps {
   secrets: SecretBox;
   /** WEBHOOK_ALLOW_PRIVATE_URLS: http:// and private addresses allowed. */
   allowPrivateUrls: boolean;
+  /** How long finished deliveries stay in the log (EVENT_RETENTION_HOURS, as their events). */
+  retentionMs: number;
 }
 
 const viewOf = (row: EndpointRow): EndpointView => ({
@@ -62,13 +64,16 @@ export class WebhooksService {
     return this.deps.allowPrivateUrls;
   }
 
-  /** Registers an endpoint; the secret is in the answer only, and kept sealed. */
+  /**
+   * Registers an endpoint; the secret is in the answer only, and kept sealed. The URL's name is
+   * resolved last, once everything else is right: what is refused for its form, its written
+   * address, its events or the account's limit is refused without a DNS lookup.
+   */
   async create(userId: string, input: { url: string; events?: readonly string[] | string | undefined }): Promise<{ endpoint: EndpointView; secret: string }> {
     const url = input.url.trim();
     const errors: Array<{ path: string; message: string }> = [];
-    const formProblem = urlFormProblem(url, this.deps.allowPrivateUrls);
-    const hostRefusal = formProblem === null ? await hostProblem(new URL(url), this.deps.allowPrivateUrls) : null;
-    if (formProblem ?? hostRefusal) errors.push({ path: 'url', message: (formProblem ?? hostRefusal)! });
+    const urlProblem = writtenUrlProblem(url, this.deps.allowPrivateUrls);
+    if (urlProblem !== null) errors.push({ path: 'url', message: urlProblem });
     const events = parseEventTypes(input.events);
     if ('unknown' in events) errors.push({ path: 'events', message: `unknown event type ${events.unknown.slice(0, 3).map((t) => `"${t.slice(0, 40)}"`).join(', ')}: use the types of GET /events` });
     if (errors.length > 0) throw Problem.validation(errors);
@@ -76,6 +81,8 @@ export class WebhooksService {
     if (await countEndpointsOf(db, userId) >= MAX_ENDPOINTS_PER_ACCOUNT) {
       throw Problem.validation([{ path: 'url', message: `an account has at most ${MAX_ENDPOINTS_PER_ACCOUNT} webhook endpoints: delete one first` }]);
     }
+    const hostRefusal = await hostProblem(new URL(url), this.deps.allowPrivateUrls);
+    if (hostRefusal !== null) throw Problem.validation([{ path: 'url', message: hostRefusal }]);
     const id = newId('webhook');
     const secret = newWebhookSecret();
     const row: EndpointRow = {
@@ -116,6 +123,11 @@ export class WebhooksService {
   /** Deliveries not yet made, by endpoint, of the whole deployment (a metric). */
   backlog(): Promise<Array<{ endpointId: string; count: number }>> {
     return pendingByEndpoint(this.deps.store.db);
+  }
+
+  /** Deletes finished deliveries (delivered, or given up) made longer than the retention before `now`; returns how many (housekeeping). */
+  purgeFinished(now: number): Promise<number> {
+    return deleteFinishedBefore(this.deps.store.db, new Date(now - this.deps.retentionMs).toISOString());
   }
 
   /** Sends an earlier delivery's event again, now, with its webhook-id (a new delivery in the log). */

@@ -26,8 +26,20 @@ export function isPrivateAddress(address: string): boolean {
   return parsed.range() !== 'unicast';
 }
 
-/** Why `raw` cannot be an endpoint's URL, or null when its form is right (its addresses are checked apart). */
-export function urlFormProblem(raw: string, allowPrivate: boolean): string | null {
+const PRIVATE_ADDRESS_REFUSED = 'must not point to a loopback, private, link-local or unique-local address (the operator can allow them with WEBHOOK_ALLOW_PRIVATE_URLS=true)';
+
+/**
+ * Why `raw` cannot be an endpoint's URL as it is written (its form, and its host when that is an
+ * address), or null: judged without asking DNS. A name's addresses are checked apart (hostProblem).
+ */
+export function writtenUrlProblem(raw: string, allowPrivate: boolean): string | null {
+  const form = urlFormProblem(raw, allowPrivate);
+  if (form !== null) return form;
+  const host = hostOf(new URL(raw));
+  return isIP(host) && !allowPrivate && isPrivateAddress(host) ? PRIVATE_ADDRESS_REFUSED : null;
+}
+
+function urlFormProblem(raw: string, allowPrivate: boolean): string | null {
   if (raw.length > MAX_WEBHOOK_URL_LENGTH) return `must be at most ${MAX_WEBHOOK_URL_LENGTH} characters`;
   let url: URL;
   try {
@@ -63,9 +75,7 @@ export async function hostProblem(url: URL, allowPrivate: boolean): Promise<stri
     return `its host ${hostOf(url)} cannot be resolved`;
   }
   if (addresses.length === 0) return `its host ${hostOf(url)} cannot be resolved`;
-  if (!allowPrivate && addresses.some(isPrivateAddress)) {
-    return 'must not point to a loopback, private, link-local or unique-local address (the operator can allow them with WEBHOOK_ALLOW_PRIVATE_URLS=true)';
-  }
+  if (!allowPrivate && addresses.some(isPrivateAddress)) return PRIVATE_ADDRESS_REFUSED;
   return null;
 }
 

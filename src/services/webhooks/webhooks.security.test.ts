@@ -44,6 +44,30 @@ test('registration refuses http:// and addresses that are loopback, private, lin
   assert.equal(await refusal('not a url'), 'must be an absolute URL such as https://example.com/webhooks');
 });
 
+/** The errors a registration is refused with. */
+async function errorsOf(userId: string, input: { url: string; events?: string }): Promise<Array<{ path: string; message: string }>> {
+  try {
+    await t.runtime.services.webhooks.create(userId, input);
+  } catch (error) {
+    assert.ok(error instanceof Problem && error.code === 'validation_failed', String(error));
+    return error.extra.errors as Array<{ path: string; message: string }>;
+  }
+  return assert.fail(`${input.url} was registered`);
+}
+
+test('what is wrong as written, in the events or past the account\'s limit is refused without a DNS lookup; a name is resolved only when all else is right', async () => {
+  // A .invalid name never resolves (RFC 6761): had it been looked up first, the refusal would say that instead.
+  assert.equal(await refusal('http://hooks.invalid/hook'), 'must be an https:// URL');
+  const u = await t.user();
+  assert.deepEqual(await errorsOf(u.id, { url: 'https://hooks.invalid/hook', events: 'turn.exploded' }),
+    [{ path: 'events', message: 'unknown event type "turn.exploded": use the types of GET /events' }]);
+  for (let i = 0; i < 20; i++) await t.runtime.services.webhooks.create(u.id, { url: `https://8.8.8.8/hook/${i}` });
+  assert.deepEqual(await errorsOf(u.id, { url: 'https://hooks.invalid/hook' }),
+    [{ path: 'url', message: 'an account has at most 20 webhook endpoints: delete one first' }]);
+  assert.deepEqual(await errorsOf((await t.user()).id, { url: 'https://hooks.invalid/hook' }),
+    [{ path: 'url', message: 'its host hooks.invalid cannot be resolved' }]);
+});
+
 test('unknown event types are refused, saying which', async () => {
   const u = await t.user();
   await assert.rejects(t.runtime.services.webhooks.create(u.id, { url: 'https://8.8.8.8/hook', events: 'turn.completed,turn.exploded' }),

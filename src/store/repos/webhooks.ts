@@ -122,14 +122,17 @@ const due = (now: string) => sql<boolean>`state = 'pending' and next_attempt_at 
 
 /**
  * Claims for `leaseOwner` (a token unique to this claim) due deliveries of enabled endpoints,
- * at most `room` in all and at most `roomOf(endpoint)` of any one endpoint (endpoints with no
- * room are not even read), the longest due first.
+ * the longest due first: at most `room` in all, and of any one endpoint at most `perEndpoint`
+ * less its attempts `inFlight` (the claimer's own count, read as it stands when each candidate
+ * is judged); endpoints with no room left are not even read.
  */
 export async function claimDueDeliveries(db: Kysely<DB>, options: {
-  leaseOwner: string; now: string; leaseUntil: string; room: number; full: readonly string[]; roomOf: (endpointId: string) => number;
+  leaseOwner: string; now: string; leaseUntil: string; room: number; perEndpoint: number; inFlight: ReadonlyMap<string, number>;
 }): Promise<ClaimedDelivery[]> {
-  const { leaseOwner, now, leaseUntil, room, full, roomOf } = options;
+  const { leaseOwner, now, leaseUntil, room, perEndpoint, inFlight } = options;
   if (room <= 0) return [];
+  const full = [...inFlight].filter(([, count]) => count >= perEndpoint).map(([id]) => id);
+  const roomOf = (endpointId: string) => perEndpoint - (inFlight.get(endpointId) ?? 0);
   const candidates = await db.selectFrom('webhook_deliveries').select(['id', 'endpoint_id']).where(due(now))
     .where('endpoint_id', 'in', (eb) => eb.selectFrom('webhook_endpoints as e').select('e.id').where('e.enabled', '=', 1))
     .$if(full.length > 0, (q) => q.where('endpoint_id', 'not in', full))
@@ -239,8 +242,12 @@ export async function pendingByEndpoint(db: Kysely<DB>): Promise<Array<{ endpoin
   return rows.map((row) => ({ endpointId: row.endpoint_id, count: Number(row.n) }));
 }
 
-/** Deletes finished deliveries older than `cutoff` (housekeeping). */
+/**
+ * Deletes finished deliveries (delivered, or given up) made before `cutoff` (housekeeping). The
+ * states are named, not "not pending", so that the index on (state, created_at) finds the rows.
+ */
 export async function deleteFinishedBefore(db: Kysely<DB>, cutoff: string): Promise<number> {
-  const result = await db.deleteFrom('webhook_deliveries').where('state', '<>', 'pending').where('created_at', '<', cutoff).executeTakeFirst();
+  const result = await db.deleteFrom('webhook_deliveries').where('state', 'in', ['delivered', 'failed'])
+    .where('created_at', '<', cutoff).executeTakeFirst();
   return Number(result.numDeletedRows);
 }

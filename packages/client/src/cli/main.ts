@@ -3,13 +3,13 @@ import { AgentChannel } from '../index.ts';
 import { chat } from './chat.ts';
 import { actions, cancel, events, questions, send, transcript, type Invocation } from './commands.ts';
 import { EXIT, report, UsageError, type Io } from './output.ts';
-import { USER_COMMANDS, USER_USAGE } from './usage.ts';
+import { isUserCommand, USER_COMMANDS, USER_USAGE } from './usage.ts';
 
 const RUN: Record<(typeof USER_COMMANDS)[number], (invocation: Invocation) => Promise<number>> = {
   send, chat, transcript, actions, questions, cancel, events,
 };
 
-export const isUserCommand = (word: string | undefined): boolean => (USER_COMMANDS as readonly string[]).includes(word ?? '');
+export { isUserCommand };
 
 /**
  * Runs one user command (`send "hi" --json`…) against the server at AGENT_CHANNEL_URL with the

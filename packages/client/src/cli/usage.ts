@@ -4,6 +4,9 @@
  */
 export const USER_COMMANDS = ['send', 'chat', 'transcript', 'actions', 'questions', 'cancel', 'events'] as const;
 
+/** Whether `word` names a user command (bin/agent-channel.js hands these to the client, the rest to the operator CLI). */
+export const isUserCommand = (word: string | undefined): boolean => (USER_COMMANDS as readonly string[]).includes(word ?? '');
+
 export const USER_USAGE = `  send "text" [--session S] [--agent A] [--no-wait] [--timeout SECONDS]   send; print the reply
   chat [--session S] [--agent A]                    talk to an agent; approve actions, answer questions inline
   transcript S [--follow]                           a session's turns (--follow: then each new one)

@@ -5,7 +5,7 @@ import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { Problem } from '../../../domain/problems.ts';
 import { isStoreUnavailable, storeOutageFields } from '../../../store/unavailable.ts';
 import { bodyNotJson, bodyTooLarge } from '../../json-body.ts';
-import { PROBLEM_CONTENT_TYPE, problemBody, sendProblem } from '../../problem-reply.ts';
+import { PROBLEM_CONTENT_TYPE, problemBody, sendProblem, storeOutageProblem } from '../../problem-reply.ts';
 import { rateLimitHeaderLines } from '../../key-auth.ts';
 
 /** Turns every error into a contract problem; anything unexpected is a logged 500 with no detail. */
@@ -74,9 +74,8 @@ const noRoute = (request: FastifyRequest) => new Problem('not_found', `No route 
 
 export function toProblem(error: FastifyError | Error): Problem {
   if (error instanceof Problem) return error;
-  // The database is away (restarting, unreachable, its disk full): not the client's doing, nor a
-  // fault in our code; the same request a moment later may well succeed.
-  if (isStoreUnavailable(error)) return new Problem('service_unavailable', 'The database cannot be reached just now; send the request again in a moment.');
+  const outage = storeOutageProblem(error);
+  if (outage) return outage;
   // A route schema's verdict (zod through the type provider, or Fastify's own): dotted field paths.
   const validation = hasZodFastifySchemaValidationErrors(error) ? error.validation : (error as FastifyError).validation;
   if (validation) {

@@ -1,11 +1,11 @@
 import { z } from 'zod';
 import { PAGE_LIMIT } from '../../../domain/paging.ts';
-import { checkMessageText, findUnstorableText, parseOrThrow, unstorableTextProblem } from '../../../domain/problems.ts';
+import { checkMessageText } from '../../../domain/problems.ts';
 import { CancelResultSchema } from '../../../services/conversations/cancelling.ts';
 import { SendMessageSchema, SendResultSchema, TranscriptSchema, TurnCursorSchema } from '../../../services/conversations/schemas.ts';
 import type { McpServices } from '../context.ts';
 import { progressWhileWaiting } from '../progress.ts';
-import type { ToolDefinition } from '../tool.ts';
+import { parseArguments, type ToolDefinition } from '../tool.ts';
 
 const seconds = (ms: number): number => Math.floor(ms / 1000);
 
@@ -25,12 +25,9 @@ export function sendMessageTool(services: McpServices): ToolDefinition<typeof Se
     output: SendResultSchema,
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     // As the API judges its body: stored-text rule, then the text's own codes (text_empty, text_too_long), then the fields.
-    parse(args) {
-      const path = findUnstorableText(args);
-      if (path !== null) throw unstorableTextProblem(path);
-      checkMessageText(args !== null && typeof args === 'object' ? (args as { text?: unknown }).text : undefined);
-      return parseOrThrow(SendMessageSchema, args);
-    },
+    parse: (args) => parseArguments(SendMessageSchema, args, (value) => {
+      checkMessageText(value !== null && typeof value === 'object' ? (value as { text?: unknown }).text : undefined);
+    }),
     async run(args, call) {
       const stopProgress = progressWhileWaiting(call, services.conversations.waitCeilingMs);
       try {
