@@ -11,7 +11,6 @@ import { clientErrorProblem, installErrorHandling } from './channels/api/plugins
 import {
   API_DESCRIPTION, withExamples, withExtraFieldsAllowed, withoutSafeIntegerBounds, withoutUnreferencedSchemas, withResponseHeaders, type RouteResponseHeaders,
 } from './channels/api/openapi.ts';
-import { telegramChannel } from './channels/telegram/index.ts';
 import { webChannel } from './channels/web/index.ts';
 import { mcpChannel } from './channels/mcp/index.ts';
 import { RELEASE } from './release.ts';
@@ -244,6 +243,8 @@ export async function buildApp(runtime: Runtime, options: AppOptions = {}): Prom
     services: runtime.services, config: runtime.config, rateLimiter: runtime.rateLimiter, clock: runtime.store.clock,
   }));
   if (runtime.config.telegram) {
+    // Loaded only here: a server without a bot does not carry grammY.
+    const { telegramChannel } = await import('./channels/telegram/index.ts');
     await app.register(telegramChannel({
       settings: runtime.config.telegram, services: runtime.services, instanceId: runtime.config.instanceId,
       log: (level, message, fields = {}) => app.log[level](fields, message),

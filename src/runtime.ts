@@ -78,7 +78,7 @@ export async function createRuntime({
     allowPrivateUrls: config.webhookAllowPrivateUrls, logFailure: logWarning, onError: logError,
   });
   services.webhooks.onNewDelivery(() => webhookDeliveries.wake());
-  const rateLimiter: RateLimiter = createRateLimiter(config.rateLimitStore, store, config.redisUrl,
+  const rateLimiter: RateLimiter = await createRateLimiter(config.rateLimitStore, store, config.redisUrl,
     (error) => logError(error, 'the rate limit store (Redis, at REDIS_URL) cannot be reached: API requests get 503 until it is back'));
   return {
     config, store, bus, engine, services, webhookDeliveries, rateLimiter,

@@ -2,7 +2,6 @@ import type { Store } from '../store/store.ts';
 import { MemoryRateLimiter } from './memory.ts';
 import { PostgresRateLimiter } from './postgres.ts';
 import type { RateLimiter } from './rate-limiter.ts';
-import { RedisRateLimiter } from './redis.ts';
 
 /** RATE_LIMIT_STORE: `auto` (unset) follows the database. */
 export const RATE_LIMIT_STORES = ['auto', 'memory', 'redis', 'postgres'] as const;
@@ -22,14 +21,17 @@ export function resolvedRateLimitStore(choice: RateLimitStore, onPostgres: boole
  * per file), in PostgreSQL on PostgreSQL (shared by every instance). `memory` on several
  * instances gives each its own log, so together they accept up to L per instance.
  */
-export function createRateLimiter(
+export async function createRateLimiter(
   choice: RateLimitStore, store: Store, redisUrl: string, onStoreError: (error: unknown) => void = () => {},
-): RateLimiter {
+): Promise<RateLimiter> {
   switch (resolvedRateLimitStore(choice, store.dialect === 'postgres')) {
     case 'memory':
       return new MemoryRateLimiter();
-    case 'redis':
+    case 'redis': {
+      // Loaded only here: a server without Redis does not carry its client.
+      const { RedisRateLimiter } = await import('./redis.ts');
       return new RedisRateLimiter(redisUrl, undefined, onStoreError);
+    }
     case 'postgres':
       if (!store.pgPool) throw new Error(POSTGRES_LIMITER_NEEDS_POSTGRES);
       return new PostgresRateLimiter(store.pgPool);
