@@ -1,7 +1,7 @@
 /** Shared pieces of the benchmarks: child servers on free loopback ports, load rounds, medians. */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
@@ -85,6 +85,38 @@ export function postgresCpuMicros(): number {
     }
   }
   return total;
+}
+
+/**
+ * A TCP relay on 127.0.0.1 to `target` that holds every chunk `oneWayMs` in each direction, in
+ * order: a database across a network (a round trip costs twice `oneWayMs`) without leaving loopback.
+ */
+export async function delayingRelay(target: { host: string; port: number }, oneWayMs: number): Promise<{ port: number; close(): void }> {
+  const sockets = new Set<Socket>();
+  const forward = (from: Socket, to: Socket) => {
+    // Timers of one length fire in the order they were set: the chunks keep theirs.
+    from.on('data', (chunk: Buffer) => setTimeout(() => { if (!to.destroyed) to.write(chunk); }, oneWayMs));
+    from.on('close', () => setTimeout(() => to.destroy(), oneWayMs));
+    from.on('error', () => to.destroy());
+  };
+  const server = createServer((client) => {
+    const upstream = connect(target.port, target.host);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.setNoDelay(true); // as pg's and PostgreSQL's own sockets: Nagle would hold a second chunk for an ACK
+      socket.on('close', () => sockets.delete(socket));
+    }
+    forward(client, upstream);
+    forward(upstream, client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    close() {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
 }
 
 /** The process of the server started at `origin`. */

@@ -13,6 +13,7 @@
  *   npm run bench:load -- --conversations 100,1000,5000 --modes wait,longpoll,sse --rounds 3 --seconds 10 --warmup 5 --sleep 1000
  *   DATABASE=postgres npm run bench:load -- --conversations 1000
  *   npm run bench:load -- --server-flags '--cpu-prof --cpu-prof-dir=/tmp/prof' --conversations 1000 --modes wait
+ *   DATABASE=postgres npm run bench:load -- --pg-delay 1 --sleep 0 --conversations 1,200   (PostgreSQL 1 ms away each way)
  *   npm run bench:load -- --versus 'RUNNER_CONCURRENCY=256 LISTEN_BACKLOG=511'   (each round on the defaults and on these, alternating)
  *   npm run bench:load -- --json /tmp/load.json   (the figures, for bench/plot-latency.ts)
  *
@@ -28,7 +29,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/config.ts';
 import { createRuntime } from '../src/runtime.ts';
 import {
-  API, CLI, cpuMicros, dropPgSchemas, HUGE_LIMIT, median, percentile, PG_URL, postgresCpuMicros, serverPid, startServer, stopChildren, stopServer,
+  API, CLI, cpuMicros, delayingRelay, dropPgSchemas, HUGE_LIMIT, median, percentile, PG_URL, postgresCpuMicros, serverPid, startServer, stopChildren, stopServer,
 } from './lib.ts';
 import { ApiClient, nowMs } from './push-client.ts';
 import { longPoll, StreamedReplies, type Learned } from './replies.ts';
@@ -44,6 +45,7 @@ const { values: flags } = parseArgs({
     'server-flags': { type: 'string', default: process.env.SERVER_FLAGS ?? '' },
     versus: { type: 'string', default: process.env.VERSUS ?? '' },
     json: { type: 'string' },
+    'pg-delay': { type: 'string', default: process.env.PG_DELAY_MS ?? '0' },
   },
 });
 const SIZES = flags.conversations.split(',').map(Number);
@@ -72,14 +74,31 @@ if (SIZES.some((n) => !(n >= 1))) throw new Error('--conversations: a list of co
 if (DATABASE !== 'sqlite' && DATABASE !== 'postgres') throw new Error('DATABASE is sqlite or postgres');
 
 const dir = mkdtempSync(join(tmpdir(), 'agent-channel-load-'));
+const relays: Array<{ close(): void }> = [];
 const schema = `load_${process.pid}`;
 const env = {
   ...process.env,
-  DATABASE_URL: DATABASE === 'postgres' ? `${PG_URL}?schema=${schema}` : `sqlite:${join(dir, 'bench.db')}`,
+  DATABASE_URL: DATABASE === 'postgres' ? `${await serversPgUrl()}?schema=${schema}` : `sqlite:${join(dir, 'bench.db')}`,
   MAX_RATE_LIMIT_PER_MINUTE: String(HUGE_LIMIT),
   PRO_PLAN_AGENT_LIMIT: String(Math.max(...SIZES)),
   HOST: '127.0.0.1',
 };
+
+/**
+ * PostgreSQL as the server reaches it: with --pg-delay <ms> (whole milliseconds, as timers
+ * count), through a relay that holds everything that long each way (a database on another
+ * machine, twice that a round trip).
+ */
+async function serversPgUrl(): Promise<string> {
+  const oneWayMs = Number(flags['pg-delay']);
+  if (!(oneWayMs > 0)) return PG_URL;
+  if (!Number.isInteger(oneWayMs)) throw new Error('--pg-delay: whole milliseconds');
+  const direct = new URL(PG_URL);
+  const relay = await delayingRelay({ host: direct.hostname, port: Number(direct.port || 5432) }, oneWayMs);
+  relays.push(relay);
+  direct.port = String(relay.port);
+  return direct.toString();
+}
 
 interface Conversation { agentId: string; sessionId?: string }
 /** One turn: when it was sent and when its reply was in hand (ms, this machine's clock). */
@@ -248,6 +267,7 @@ ${rows.map((r) => `| ${r.n} | ${r.mode} | ${r.setup} | ${r.turnsPerSecond.toFixe
   console.error(error);
 } finally {
   await stopChildren();
+  for (const relay of relays) relay.close();
   rmSync(dir, { recursive: true, force: true });
   if (DATABASE === 'postgres') {
     await dropPgSchemas(schema);

@@ -15,7 +15,8 @@ import { fanOutDeliveries, subscribedEndpointsOf } from './webhooks.ts';
  *   in one global order, so two transactions never wait on each other crosswise) from before
  *   its first insert until it commits: positions of one person's events are drawn and made
  *   visible in the same order. The lock is taken as the transaction's last work (see
- *   UnitRun's outbox), so it is held for the commit alone.
+ *   UnitRun's outbox), so it is held for the commit alone: it goes out with the insert and the
+ *   commit, in one round trip (sendAhead), unless webhook deliveries need the events' ids first.
  */
 /** Returns how many webhook deliveries were written with the events. */
 export async function recordEvents(trx: Transaction<DB>, dialect: Dialect, events: readonly NewFeedEvent[], createdAt: string): Promise<number> {
@@ -25,19 +26,25 @@ export async function recordEvents(trx: Transaction<DB>, dialect: Dialect, event
   })));
   if (rows.length === 0) return 0;
   const recipients = [...new Set(rows.map((row) => row.recipient_user_id))].sort();
+  // Read before the feed locks below, which are held until the commit.
+  const endpoints = await subscribedEndpointsOf(trx, recipients);
+  const insert = trx.insertInto('events').values(rows);
   if (dialect === 'postgres') {
-    // Held until the commit; sent ahead of the read below, in its round trip.
+    // Sent ahead, and with no webhook to feed the insert too: the locks, the insert and the
+    // commit go in one round trip, so a person's feed is held for that round trip alone.
     for (const recipient of recipients) {
       await sendAhead(trx, sql`select pg_advisory_xact_lock(hashtextextended(${`agent-channel feed ${recipient}`}, 0))`.compile(trx));
     }
-  }
-  const endpoints = await subscribedEndpointsOf(trx, recipients);
-  if (endpoints.length === 0) {
-    await trx.insertInto('events').values(rows).execute();
+    if (endpoints.length === 0) {
+      await sendAhead(trx, insert.compile());
+      return 0;
+    }
+  } else if (endpoints.length === 0) {
+    await insert.execute();
     return 0;
   }
   // The webhooks' deliveries of these events, in the same transaction: none is lost to a crash.
-  const recorded = await trx.insertInto('events').values(rows).returning(['id', 'recipient_user_id', 'type', 'session_id', 'agent_id', 'data', 'created_at']).execute();
+  const recorded = await insert.returning(['id', 'recipient_user_id', 'type', 'session_id', 'agent_id', 'data', 'created_at']).execute();
   return fanOutDeliveries(trx, endpoints, recorded.map((row) => ({
     eventId: eventIdOf(Number(row.id)), recipientUserId: row.recipient_user_id, type: row.type, payload: JSON.stringify(toFeedEvent(row)),
   })), createdAt);
