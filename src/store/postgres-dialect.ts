@@ -46,6 +46,7 @@ export interface BoundedWaitClientConfig extends pg.ClientConfig {
  * past its statement timeout; and a statement whose server has not answered even that cancel a
  * few seconds later takes its connection down with it (its late answer could no longer be told
  * from the next statement's), failing what waits on that connection, which the pool then drops.
+ * A statement pipelined behind others is timed from when it was written: its wait includes theirs.
  * Every connection this process opens to PostgreSQL is one of these.
  */
 export class BoundedWaitClient extends pg.Client {
@@ -112,7 +113,7 @@ export class NamedStatementClient extends BoundedWaitClient {
   // The failure that aborted the transaction under way. A statement pipelined behind it fails only
   // with "current transaction is aborted" (25P02), and a COMMIT then answers ROLLBACK: both are
   // given that failure instead, which says what went wrong (a lock past its timeout is an outage).
-  private abortedBy: unknown = null;
+  private abortedBy: StatementError | null = null;
 
   constructor(config: BoundedWaitClientConfig = {}) {
     super({ ...config, pipeline: true });
@@ -126,37 +127,46 @@ export class NamedStatementClient extends BoundedWaitClient {
     if (typeof text !== 'string' || !Array.isArray(values) || !(byPromise || byCallback)) {
       return (super.query as (...a: unknown[]) => unknown)(...args);
     }
-    const result = this.queryText(text, values);
-    if (byPromise) return result;
-    result.then((value) => (callback as (e: unknown, r?: unknown) => void)(null, value), (error) => (callback as (e: unknown) => void)(error));
-    return undefined;
+    if (byCallback) return void this.queryText(text, values, callback as Answer);
+    return new Promise((resolve, reject) => this.queryText(text, values, (error, result) => (error ? reject(error) : resolve(result))));
   }
 
-  private queryText(text: string, values: unknown[]): Promise<pg.QueryResult | undefined> {
+  /**
+   * Sends one statement. `answer` is called as its reply is read, so in the order PostgreSQL
+   * answered: the transaction's first failure is known before the statements behind it are told.
+   */
+  private queryText(text: string, values: unknown[], answer: Answer): void {
     if (/^(begin|start transaction)\b/.test(text)) this.abortedBy = null;
-    return this.sendText(text, values).then((result) => {
-      if (text === 'commit' && result?.command === 'ROLLBACK' && this.abortedBy !== null) throw this.abortedBy;
-      return result;
-    }, (error: { code?: string }) => {
-      if (error?.code === IN_FAILED_TRANSACTION && this.abortedBy !== null) throw this.abortedBy;
-      this.abortedBy = error;
-      throw error;
+    this.send(text, values, (error, result) => {
+      if (error) {
+        if (error.code === IN_FAILED_TRANSACTION && this.abortedBy !== null) return answer(this.abortedBy);
+        this.abortedBy ??= error; // the first failure since BEGIN, or since a rollback to a savepoint
+        return answer(error);
+      }
+      if (/commit$/.test(text) && result?.command === 'ROLLBACK' && this.abortedBy !== null) return answer(this.abortedBy);
+      if (/^rollback\b|commit$/.test(text)) this.abortedBy = null; // ended, or back at a savepoint
+      answer(null, result);
     });
   }
 
-  private sendText(text: string, values: unknown[]): Promise<pg.QueryResult | undefined> {
+  private send(text: string, values: unknown[], answer: Answer): void {
     if (values.length === 0) {
-      return (super.query(text, values) as unknown as Promise<pg.QueryResult | pg.QueryResult[]>)
-        .then((result) => (Array.isArray(result) ? result.at(-1) : result));
+      // Several statements in one text answer with one result each: the last one's is the answer.
+      super.query(text, values, (error: StatementError | null, result?: pg.QueryResult | pg.QueryResult[]) =>
+        answer(error, Array.isArray(result) ? result.at(-1) : result));
+      return;
     }
     const name = this.renamed.get(text) ?? statementName(text);
-    if (name === undefined) return super.query(text, values);
-    return super.query({ name, text, values }).catch((error: { code?: string }) => {
+    if (name === undefined) return void super.query(text, values, answer);
+    super.query({ name, text, values }, (error: StatementError | null, result?: pg.QueryResult) => {
       if (error?.code !== undefined && STALE_STATEMENT.has(error.code)) this.renamed.set(text, `${name}_${this.renamed.size + 1}`);
-      throw error;
+      answer(error, result);
     });
   }
 }
+
+type StatementError = Error & { code?: string };
+type Answer = (error: StatementError | null, result?: pg.QueryResult) => void;
 
 function statementName(text: string): string | undefined {
   let name = statementNames.get(text);
@@ -192,6 +202,8 @@ export async function notifyAtCommit(trx: Transaction<any>, channel: string, pay
  * fails with its error.
  */
 export async function sendAhead(trx: Transaction<any>, statement: CompiledQuery): Promise<void> {
+  // Outside a transaction nothing would wait for its answer before the connection went back to the pool.
+  if (!trx.isTransaction) throw new Error('sendAhead runs inside a transaction');
   await trx.getExecutor().provideConnection(async (connection) => {
     connection.executeQuery(statement).catch(() => {}); // told by the statement after it
   });

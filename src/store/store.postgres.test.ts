@@ -167,6 +167,18 @@ test('a statement sent ahead runs in its transaction before the next one; its fa
   await assert.rejects(store.db.transaction().execute(async (trx) => {
     await sendAhead(trx, sql`select 1 / 0`.compile(trx));
   }), /division by zero/);
+  await assert.rejects(store.db.transaction().execute(async (trx) => {
+    await sendAhead(trx, sql`select 1 / 0`.compile(trx));
+    await sql`select * from (select ${1}::int as one) t`.execute(trx); // unprepared: answered by a shorter path than a prepared one
+  }), /division by zero/);
+  // A failure undone by a rollback to its savepoint is not the cause of a later one.
+  const trx = await store.db.startTransaction().execute();
+  const inner = await trx.savepoint('inner').execute();
+  await assert.rejects(sql`select 1 / 0`.execute(inner), /division by zero/);
+  await inner.rollbackToSavepoint('inner').execute();
+  await sendAhead(trx, sql`select 'not a number'::int`.compile(trx));
+  await assert.rejects(sql`select 1`.execute(trx), /invalid input syntax/);
+  await trx.rollback().execute();
   assert.deepEqual((await sql<{ one: number }>`select 1 as one`.execute(store.db)).rows, [{ one: 1 }]); // the connection is fine
 }));
 

@@ -44,6 +44,7 @@ export class ClaimingSystem {
       if (reservedHere) slots.cancelReservation();
       void this.lookForWork();
     });
+    // On PostgreSQL the lock goes out with the insert below: a slot reserved here may wait with it.
     await lockAgentLine(tx.db, store, job.agentId);
     if (this.canClaim()) {
       slots.reserve(); // held from here, so concurrent enqueues never promise the same slot twice

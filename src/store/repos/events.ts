@@ -16,7 +16,7 @@ import { fanOutDeliveries, subscribedEndpointsOf } from './webhooks.ts';
  *   its first insert until it commits: positions of one person's events are drawn and made
  *   visible in the same order. The lock is taken as the transaction's last work (see
  *   UnitRun's outbox), so it is held for the commit alone: it goes out with the insert and the
- *   commit, in one round trip (sendAhead), unless webhook deliveries need the events' ids first.
+ *   commit (sendAhead), unless webhook deliveries need the events' ids first.
  */
 /** Returns how many webhook deliveries were written with the events. */
 export async function recordEvents(trx: Transaction<DB>, dialect: Dialect, events: readonly NewFeedEvent[], createdAt: string): Promise<number> {
@@ -31,7 +31,8 @@ export async function recordEvents(trx: Transaction<DB>, dialect: Dialect, event
   const insert = trx.insertInto('events').values(rows);
   if (dialect === 'postgres') {
     // Sent ahead, and with no webhook to feed the insert too: the locks, the insert and the
-    // commit go in one round trip, so a person's feed is held for that round trip alone.
+    // commit go out together, so a person's feed is held while PostgreSQL runs them, not across
+    // round trips.
     for (const recipient of recipients) {
       await sendAhead(trx, sql`select pg_advisory_xact_lock(hashtextextended(${`agent-channel feed ${recipient}`}, 0))`.compile(trx));
     }
