@@ -72,6 +72,8 @@ export function cpuMicros(pid: number): number {
 /**
  * The CPU time of every PostgreSQL process on this machine (its backends, WAL writer and
  * checkpointer), in µs: what the database spends is charged to the turns beside the server's.
+ * True only where PostgreSQL serves nothing else meanwhile; a process that ends within the
+ * window (an autovacuum worker) takes its time with it.
  */
 export function postgresCpuMicros(): number {
   let total = 0;

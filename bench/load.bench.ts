@@ -57,10 +57,16 @@ const SECONDS = Number(flags.seconds);
 const WARMUP_SECONDS = Number(flags.warmup);
 const SLEEP_MS = Number(flags.sleep);
 const SERVER_FLAGS = flags['server-flags'].split(' ').filter(Boolean);
+/** NAME=value (the value may hold '=' itself: NODE_OPTIONS=--flag=value). */
+function setting(pair: string): [string, string] {
+  const at = pair.indexOf('=');
+  if (at < 1) throw new Error(`--versus: NAME=value pairs, not ${JSON.stringify(pair)}`);
+  return [pair.slice(0, at), pair.slice(at + 1)];
+}
 // The server's settings each round runs on: its defaults, and with --versus those given, side by side.
 const SETUPS: Array<{ name: string; env: Record<string, string> }> = [
   { name: 'defaults', env: {} },
-  ...(flags.versus ? [{ name: flags.versus, env: Object.fromEntries(flags.versus.split(' ').filter(Boolean).map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)] as [string, string])) }] : []),
+  ...(flags.versus ? [{ name: flags.versus, env: Object.fromEntries(flags.versus.split(' ').filter(Boolean).map(setting)) }] : []),
 ];
 const DATABASE = process.env.DATABASE ?? 'sqlite';
 const LONG_POLL_SECONDS = 25;
@@ -87,17 +93,18 @@ const env = {
 /**
  * PostgreSQL as the server reaches it: with --pg-delay <ms> (whole milliseconds, as timers
  * count), through a relay that holds everything that long each way (a database on another
- * machine, twice that a round trip).
+ * machine, twice that a round trip). The relay runs in this busy process: at least that long.
  */
 async function serversPgUrl(): Promise<string> {
   const oneWayMs = Number(flags['pg-delay']);
   if (!(oneWayMs > 0)) return PG_URL;
   if (!Number.isInteger(oneWayMs)) throw new Error('--pg-delay: whole milliseconds');
-  const direct = new URL(PG_URL);
-  const relay = await delayingRelay({ host: direct.hostname, port: Number(direct.port || 5432) }, oneWayMs);
+  const through = new URL(PG_URL);
+  const relay = await delayingRelay({ host: through.hostname, port: Number(through.port || 5432) }, oneWayMs);
   relays.push(relay);
-  direct.port = String(relay.port);
-  return direct.toString();
+  through.hostname = '127.0.0.1'; // where the relay listens
+  through.port = String(relay.port);
+  return through.toString();
 }
 
 interface Conversation { agentId: string; sessionId?: string }

@@ -1,8 +1,9 @@
 /**
  * The ceiling for instant turns on SQLite: the issue's reference, "a node:sqlite script writing
  * the same rows, 100 turns per commit". No HTTP, no Kysely, no event loop to share: one
- * connection runs, with prepared statements, exactly the statements one send-and-wait turn of the
- * server runs on SQLite (`!sleep 0`, a continued session, no webhook endpoint), in commit groups
+ * connection runs, with prepared statements, exactly the statements of the two transactions of
+ * one send-and-wait turn of the server on SQLite (`!sleep 0`, a continued session, no webhook
+ * endpoint; not the reads outside them: the key, the session, the agent, `awaiting`), in commit groups
  * of 100 turns, each turn's two transactions folded into its group's:
  * - accepting (sending.ts): the session's clock moved and the user turn inserted (appendTurn),
  *   the job inserted already running with a lease (insertJob), the duplicate window claimed
