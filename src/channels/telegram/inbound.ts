@@ -5,6 +5,7 @@ import type { Services } from '../../services/services.ts';
 import type { TelegramChat } from '../../services/telegram/relay.ts';
 import { agentsKeyboard, parseCallbackData } from './render.ts';
 import type { Typing } from './typing.ts';
+import { channelIdempotencyKey } from '../../domain/idempotency-keys.ts';
 
 export const HELP_TEXT = [
   'Talk to your agent: every message you send here goes to it, and its replies, actions and questions come back here.',
@@ -91,7 +92,7 @@ async function submit(deps: InboundDeps, chat: TelegramChat, message: Message, u
     const result = await conversations.submit({
       userId: chat.user_id, channel: 'telegram', text: message.text,
       ...(chat.session_id ? { sessionId: chat.session_id } : { agentId: agentId! }),
-      idempotencyKey: `telegram:${updateId}`, waitMs: 0,
+      idempotencyKey: channelIdempotencyKey('telegram', String(updateId)), waitMs: 0,
     });
     await telegramRelay.setTarget(chat.chat_id, result.agent_id, result.session_id);
     if (result.status !== 'completed') deps.typing.start(chat.chat_id, result.session_id);

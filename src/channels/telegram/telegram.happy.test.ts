@@ -68,6 +68,8 @@ test('a reply over 4,096 characters arrives in pieces Telegram takes, nothing lo
 
 test('/agents lists the agents with buttons; pressing one makes it the chat\'s agent; /new starts a new session', async () => {
   const owner = await t.userWithAgent({ plan: 'pro', agentName: 'First' });
+  // Listed in the order they were made: a later millisecond, so that the order is not the ids'.
+  await new Promise((resolve) => setTimeout(resolve, 5));
   const second = await t.runtime.services.agents.create(owner.id, { agent_name: 'Second' });
   const chat = newChatId();
   await linkChat(t, fake, owner.id, chat);
@@ -89,4 +91,19 @@ test('/agents lists the agents with buttons; pressing one makes it the chat\'s a
   await say(fake, chat, 'in a new session');
   const after = await t.runtime.store.db.selectFrom('sessions').select('id').where('user_id', '=', owner.id).execute();
   assert.equal(after.length, 2);
+});
+
+test('an API request keyed `telegram:<n>` takes nothing from the Telegram message n: both run', async () => {
+  const owner = await t.userWithAgent();
+  const chat = newChatId();
+  await linkChat(t, fake, owner.id, chat);
+  const { update } = await say(fake, chat, 'first');
+  const next = update.update_id + 1; // the fake numbers updates one after another
+  const api = await t.inject({
+    method: 'POST', url: `${API}/messages`, headers: { ...owner.auth, 'idempotency-key': `telegram:${next}` }, payload: { text: 'from my own bridge' },
+  });
+  assert.equal(api.statusCode, 200);
+  const { update: second, reply } = await say(fake, chat, 'from Telegram');
+  assert.equal(second.update_id, next);
+  assert.equal(reply.text, 'You said: from Telegram');
 });

@@ -13,6 +13,7 @@ import { awaitingCards } from './chat-awaiting.ts';
 import { builtInAgentHelp, resendForms } from './chat-help.ts';
 import { outcomeText } from './inbox.ts';
 import { hangUpSignal } from '../../hang-up.ts';
+import { channelIdempotencyKey } from '../../../domain/idempotency-keys.ts';
 
 // Without JS the form post waits this long for the reply before showing the page (which, while
 // the turn still runs, offers a link to look again: it never reloads by itself, which would wipe
@@ -82,7 +83,7 @@ export function chatRoutes(app: FastifyInstance, ctx: WebContext): void {
         userId: session.userId, channel: 'web', text,
         ...(sessionId ? { sessionId } : {}),
         ...(!sessionId && agentId ? { agentId } : {}),
-        ...(retryOf && sessionId ? { idempotencyKey: `web-retry:${sessionId}:${retryOf.slice(0, 64)}` } : {}),
+        ...(retryOf && sessionId ? { idempotencyKey: channelIdempotencyKey('web-retry', `${sessionId}:${retryOf.slice(0, 64)}`) } : {}),
         waitMs: Math.min(json ? JS_WAIT_MS : NO_JS_WAIT_MS, ctx.config.waitCeilingMs),
         signal: hangUpSignal(request, reply),
       });
