@@ -84,18 +84,25 @@ export class FeedService {
 
   /**
    * A stream's events from `position` on, a page at a time as they are written (by any
-   * instance), until `signal` aborts or the caller stops asking: one held read after another.
-   * An event committed while a page is sent is found by the next read; a hold that ends with
-   * nothing new is followed by another (the feed read again all the same, should a wake-up have
-   * been lost).
+   * instance), until `signal` aborts or the caller stops asking. One listener for the whole
+   * stream, from before its first read: an event committed while a page is read or sent still
+   * wakes the next look.
    */
   async *follow(userId: string, position: number, options: { sessionId?: string | null | undefined; signal: AbortSignal }): AsyncGenerator<FeedEvent[]> {
-    const hold = { waitMs: FOLLOW_RECHECK_MS, signal: options.signal };
-    while (!options.signal.aborted) {
-      const { events } = await this.pageAfter(userId, position, PAGE_LIMIT.max, options.sessionId ?? null, hold);
-      if (events.length === 0) continue;
-      position = positionOf(events.at(-1)!.id)!;
-      yield events;
+    const { db } = this.deps.store;
+    const listener = this.deps.wakeups.listen(`feed:${userId}`);
+    try {
+      while (!options.signal.aborted) {
+        const page = await readEvents(db, userId, position, PAGE_LIMIT.max, options.sessionId ?? null);
+        if (page.events.length > 0) {
+          position = positionOf(page.events.at(-1)!.id)!;
+          yield page.events;
+        }
+        // Looked at again after a while all the same, should a wake-up have been lost.
+        if (!page.hasMore) await listener.next(FOLLOW_RECHECK_MS, options.signal);
+      }
+    } finally {
+      listener.stop();
     }
   }
 
