@@ -7,7 +7,7 @@
  * UPDATE_SCREENSHOTS=1, else into a temporary folder (removeTemporaryShots).
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,8 +31,27 @@ export const skip = process.env.TEST_DB === 'postgres'
     : false;
 
 
+type LaunchOptions = { javaScriptEnabled?: boolean; viewport?: { width: number; height: number } };
+
+/**
+ * A browser for a test: Debian's chromium on a profile of its own, which `close` removes with
+ * the browser; the screenshots' folder is made ready.
+ */
+export async function openBrowser(name: string, options: LaunchOptions = {}): Promise<{ context: BrowserContext; close(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), `agent-channel-chromium-${name}-`));
+  mkdirSync(SHOTS, { recursive: true });
+  const context = await launch(dir, options);
+  return {
+    context,
+    async close() {
+      await context.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 /** Debian's chromium with a fresh profile in `dir`, kept off the network but for this machine. */
-export function launch(dir: string, options: { javaScriptEnabled?: boolean; viewport?: { width: number; height: number } } = {}): Promise<BrowserContext> {
+export function launch(dir: string, options: LaunchOptions = {}): Promise<BrowserContext> {
   return chromium.launchPersistentContext(dir, {
     executablePath: CHROMIUM, headless: true, viewport: DESKTOP, ...options,
     args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',

@@ -151,6 +151,13 @@ export interface TestAppOptions {
   logWarning?: ModelWarning;
 }
 
+/** The URL the app listens on (listening on a free loopback port the first time). */
+export async function listeningUrl(t: TestApp): Promise<string> {
+  const address = t.app.server.address();
+  if (address && typeof address === 'object') return `http://127.0.0.1:${address.port}`;
+  return t.app.listen({ port: 0, host: '127.0.0.1' });
+}
+
 /** A real app over a fresh database, or over `options.database`. */
 export async function startTestApp(overrides: Partial<Config> = {}, options: TestAppOptions = {}): Promise<TestApp> {
   const database = options.database ?? (await freshDatabase());

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { Client, StreamableHTTPClientTransport, type CallToolResult, type Progress } from '@modelcontextprotocol/client';
-import type { TestApp } from './harness.ts';
+import { listeningUrl, type TestApp } from './harness.ts';
 
 /**
  * The MCP SDK's own client over real HTTP against a test app's /mcp (contract §9.6): what an AI
@@ -14,13 +14,6 @@ export interface McpTestClient {
   /** Calls a tool; `onprogress` asks for progress notifications (the SDK then sends a progressToken). */
   call(name: string, args?: Record<string, unknown>, onprogress?: (progress: Progress) => void): Promise<CallToolResult>;
   close(): Promise<void>;
-}
-
-/** The URL the app listens on (listening on a free loopback port the first time). */
-export async function listeningUrl(t: TestApp): Promise<string> {
-  const address = t.app.server.address();
-  if (address && typeof address === 'object') return `http://127.0.0.1:${address.port}`;
-  return t.app.listen({ port: 0, host: '127.0.0.1' });
 }
 
 export async function mcpClient(t: TestApp, key: string | null, headers: Record<string, string> = {}): Promise<McpTestClient> {

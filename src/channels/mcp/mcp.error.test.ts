@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { API, startTestApp, type TestApp } from '../../testing/harness.ts';
-import { listeningUrl, mcpClient, structuredOf, type McpTestClient } from '../../testing/mcp.ts';
+import { API, listeningUrl, startTestApp, type TestApp } from '../../testing/harness.ts';
+import { mcpClient, structuredOf, type McpTestClient } from '../../testing/mcp.ts';
 
 /** Contract §9.6: every problem, an invalid argument included, is an isError tool result whose structured content is the API's problem body. */
 let t: TestApp;

@@ -3,8 +3,8 @@ import { Writable } from 'node:stream';
 import { after, before, test } from 'node:test';
 import pino from 'pino';
 import { buildApp } from '../../app.ts';
-import { API, startTestApp, type TestApp } from '../../testing/harness.ts';
-import { listeningUrl, mcpClient, structuredOf } from '../../testing/mcp.ts';
+import { API, listeningUrl, startTestApp, type TestApp } from '../../testing/harness.ts';
+import { mcpClient, structuredOf } from '../../testing/mcp.ts';
 import { sample, scrape } from '../../testing/metrics.ts';
 
 /** Contract §9.6 and §0 at /mcp: the API's key check, 401s, rate limit, other accounts' objects, the Origin check; its requests logged and counted. */

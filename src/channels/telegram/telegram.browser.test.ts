@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { launch, removeTemporaryShots, SHOTS, skip } from '../../testing/browser.ts';
+import { openBrowser, removeTemporaryShots, SHOTS, skip } from '../../testing/browser.ts';
 import { FakeBotApi, type FakeMessage } from '../../testing/fake-bot-api.ts';
 import type { TestApp } from '../../testing/harness.ts';
 import { linkChat, newChatId, say, startTelegramApp } from '../../testing/telegram.ts';
@@ -53,13 +52,11 @@ test('a Telegram conversation, rendered: replies, an approved action and an answ
 
   const conversation = fake.messages.filter((m) => m.chat_id === chat).slice(2) // from after the linking
     .map((m) => ({ ...m, buttonsShown: shown.get(m.message_id) ?? [] }));
-  mkdirSync(SHOTS, { recursive: true });
+  const browser = await openBrowser('telegram', { viewport: { width: 420, height: 800 } });
   const htmlPath = join(SHOTS, 'telegram-conversation.html');
   writeFileSync(htmlPath, transcriptPage('Helper (agent-channel)', conversation));
-  const profile = mkdtempSync(join(tmpdir(), 'agent-channel-chromium-telegram-'));
-  const browser = await launch(profile, { viewport: { width: 420, height: 800 } });
   try {
-    const page = await browser.newPage();
+    const page = await browser.context.newPage();
     await page.goto(`file://${htmlPath}`);
     const text = await page.locator('main').innerText();
     for (const expected of ['You said: Hi!', 'Permission needed: email', 'Approve all "email"', 'Done: Send the weekly report', 'How many people', 'Not accepted', 'Noted: 12']) {
@@ -68,7 +65,6 @@ test('a Telegram conversation, rendered: replies, an approved action and an answ
     await page.screenshot({ path: join(SHOTS, 'telegram-conversation.png'), fullPage: true });
   } finally {
     await browser.close();
-    rmSync(profile, { recursive: true, force: true });
     if (process.env.UPDATE_SCREENSHOTS === '1') rmSync(htmlPath, { force: true });
   }
 });

@@ -8,35 +8,30 @@
  * and 320 px), and shot into docs/screenshots/ with UPDATE_SCREENSHOTS=1.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { BrowserContext, Page } from 'playwright-core';
-import { DESKTOP, launch, PHONE, removeTemporaryShots, shoot, SHOTS, skip } from '../../testing/browser.ts';
-import { startTestApp, type TestApp } from '../../testing/harness.ts';
+import { DESKTOP, openBrowser, PHONE, removeTemporaryShots, shoot, SHOTS, skip } from '../../testing/browser.ts';
+import { listeningUrl, startTestApp, type TestApp } from '../../testing/harness.ts';
 
 let t: TestApp;
 let base: string;
+let browser: Awaited<ReturnType<typeof openBrowser>>;
 let context: BrowserContext;
-let userDataDir: string;
 
 before(async () => {
   if (skip) return;
   t = await startTestApp({ waitCeilingMs: 5_000 });
-  await t.app.listen({ port: 0, host: '127.0.0.1' });
-  base = `http://127.0.0.1:${(t.app.server.address() as { port: number }).port}`;
-  userDataDir = mkdtempSync(join(tmpdir(), 'agent-channel-chromium-first-use-'));
-  context = await launch(userDataDir);
-  mkdirSync(SHOTS, { recursive: true });
+  base = await listeningUrl(t);
+  browser = await openBrowser('first-use');
+  ({ context } = browser);
 });
 
 after(async () => {
   removeTemporaryShots();
   if (skip) return;
-  await context?.close();
+  await browser?.close();
   await t?.close();
-  if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
 });
 
 /** A page that records script errors, for the end of the test to say there were none. */

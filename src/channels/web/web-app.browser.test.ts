@@ -10,39 +10,31 @@
  * that CSS draws, one h1, and names for what is made focusable.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { BrowserContext } from 'playwright-core';
 import {
-  axeOnCopy, boxes, DESKTOP, focused, launch, PHONE, pressUntil, removeTemporaryShots, shoot, SHOTS, skip, STRUCTURE_CHECK, wholeKeyInView,
+  axeOnCopy, boxes, DESKTOP, focused, openBrowser, PHONE, pressUntil, removeTemporaryShots, shoot, skip, STRUCTURE_CHECK, wholeKeyInView,
 } from '../../testing/browser.ts';
-import { API, startTestApp, type TestApp } from '../../testing/harness.ts';
+import { API, listeningUrl, startTestApp, type TestApp } from '../../testing/harness.ts';
 
 let t: TestApp;
 let base: string;
+let browser: Awaited<ReturnType<typeof openBrowser>>;
 let context: BrowserContext;
-let userDataDir: string;
 
 before(async () => {
   if (skip) return;
   t = await startTestApp({ waitCeilingMs: 5_000 });
-  await t.app.listen({ port: 0, host: '127.0.0.1' });
-  const address = t.app.server.address();
-  assert.ok(address && typeof address === 'object');
-  base = `http://127.0.0.1:${address.port}`;
-  userDataDir = mkdtempSync(join(tmpdir(), 'agent-channel-chromium-'));
-  context = await launch(userDataDir);
-  mkdirSync(SHOTS, { recursive: true });
+  base = await listeningUrl(t);
+  browser = await openBrowser('web-app');
+  ({ context } = browser);
 });
 
 after(async () => {
   removeTemporaryShots();
   if (skip) return;
-  await context?.close();
+  await browser?.close();
   await t?.close();
-  if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
 });
 
 interface ApiBody {
@@ -428,8 +420,8 @@ test('a new user goes through the whole web app', { skip, timeout: 600_000 }, as
 });
 
 test('the main flows work by keyboard alone, in a sensible order, focus always shown', { skip, timeout: 90_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'agent-channel-chromium-keyboard-'));
-  const ctx = await launch(dir);
+  const keyboard = await openBrowser('keyboard');
+  const ctx = keyboard.context;
   try {
     const page = await ctx.newPage();
     page.setDefaultTimeout(15_000);
@@ -499,15 +491,14 @@ test('the main flows work by keyboard alone, in a sensible order, focus always s
     await page.keyboard.press('Enter');
     await page.getByText('Approved. The agent carries on.').waitFor();
   } finally {
-    await ctx.close();
-    rmSync(dir, { recursive: true, force: true });
+    await keyboard.close();
   }
 });
 
 test('the pages work without JavaScript (forms post; the chat offers a link to the reply and never reloads by itself)', { skip, timeout: 90_000 }, async () => {
   // A second fresh profile, with JavaScript off.
-  const dir = mkdtempSync(join(tmpdir(), 'agent-channel-chromium-nojs-'));
-  const ctx = await launch(dir, { javaScriptEnabled: false });
+  const noScript = await openBrowser('nojs', { javaScriptEnabled: false });
+  const ctx = noScript.context;
   try {
     const page = await ctx.newPage();
     page.setDefaultTimeout(15_000);
@@ -564,7 +555,6 @@ test('the pages work without JavaScript (forms post; the chat offers a link to t
     assert.deepEqual(await page.evaluate(STRUCTURE_CHECK), [], 'structure of the long chat');
     assert.deepEqual(await axeOnCopy(context, page), [], 'axe on the long chat, without JavaScript');
   } finally {
-    await ctx.close();
-    rmSync(dir, { recursive: true, force: true });
+    await noScript.close();
   }
 });

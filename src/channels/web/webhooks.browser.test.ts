@@ -7,41 +7,33 @@
  * checks of testing/browser.ts at desktop and phone widths.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { BrowserContext } from 'playwright-core';
-import { launch, removeTemporaryShots, shoot, SHOTS, skip } from '../../testing/browser.ts';
-import { API, startTestApp, type TestApp } from '../../testing/harness.ts';
+import { openBrowser, removeTemporaryShots, shoot, skip } from '../../testing/browser.ts';
+import { API, listeningUrl, startTestApp, type TestApp } from '../../testing/harness.ts';
 import { WebhookReceiver } from '../../testing/webhook-receiver.ts';
 
 let t: TestApp;
 let base: string;
+let browser: Awaited<ReturnType<typeof openBrowser>>;
 let context: BrowserContext;
-let userDataDir: string;
 let receiver: WebhookReceiver;
 
 before(async () => {
   if (skip) return;
   t = await startTestApp({ webhookAllowPrivateUrls: true });
-  await t.app.listen({ port: 0, host: '127.0.0.1' });
-  const address = t.app.server.address();
-  assert.ok(address && typeof address === 'object');
-  base = `http://127.0.0.1:${address.port}`;
+  base = await listeningUrl(t);
   receiver = await WebhookReceiver.start();
-  userDataDir = mkdtempSync(join(tmpdir(), 'agent-channel-chromium-webhooks-'));
-  context = await launch(userDataDir);
-  mkdirSync(SHOTS, { recursive: true });
+  browser = await openBrowser('webhooks');
+  ({ context } = browser);
 });
 
 after(async () => {
   removeTemporaryShots();
   if (skip) return;
-  await context?.close();
+  await browser?.close();
   await t?.close();
   await receiver?.close();
-  if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
 });
 
 test('register an endpoint, see its deliveries, send one again', { skip, timeout: 120_000 }, async () => {
