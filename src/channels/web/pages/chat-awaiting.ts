@@ -1,7 +1,8 @@
-import { REASON_MAX_LENGTH, TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
+import { TEXT_MAX_LENGTH } from '../../../domain/problems.ts';
 import type { AwaitingItem } from '../../../services/missions/schemas.ts';
 import { html, type SafeHtml } from '../html.ts';
 import { csrfField } from '../layout.ts';
+import { decisionForms } from './decision-forms.ts';
 import { answerHint, cardContext } from './inbox.ts';
 
 /**
@@ -25,20 +26,7 @@ function actionCard(item: Extract<AwaitingItem, { type: 'action' }>, hidden: Saf
   return html`<li class="card item chat-card" data-awaiting="${id}">
     <div class="item-head"><span class="badge badge-kind">${item.kind}</span> <h2 class="item-title">${item.summary}</h2></div>
     <p class="muted small">The agent asks your permission for this action.</p>
-    <form method="post" action="${action}" class="decide row" data-settle>
-      ${hidden}
-      <button type="submit" name="decision" value="approve" class="btn">Approve${which}</button>
-      <button type="submit" name="decision" value="approve_same_type" class="btn btn-quiet" title="Approves this and every other pending “${item.kind}” action of this agent">Approve all “${item.kind}”</button>
-    </form>
-    <form method="post" action="${action}" class="reject" data-settle>
-      ${hidden}
-      <input type="hidden" name="decision" value="reject">
-      <label for="chat-reason-${id}">Reason for rejecting${which} <span class="muted">(optional: the agent re-plans around it; without one the mission stops)</span></label>
-      <div class="row">
-        <input id="chat-reason-${id}" name="reason" type="text" maxlength="${REASON_MAX_LENGTH}">
-        <button type="submit" class="btn btn-danger-quiet">Reject${which}</button>
-      </div>
-    </form>
+    ${decisionForms({ action, hidden, which, kind: item.kind, ofWhom: 'this agent', sameKind: '', reasonId: `chat-reason-${id}`, settle: true })}
     <p class="error" data-settle-error role="alert" hidden></p>
   </li>`;
 }

@@ -10,6 +10,7 @@ import { REASON_MAX_LENGTH as REASON_MAX, TEXT_MAX_LENGTH } from '../../../domai
 import { DECISIONS, type Decision } from '../../../services/missions/schemas.ts';
 import { preview } from './conversations.ts';
 import { waitingOnYou } from './waiting.ts';
+import { decisionForms } from './decision-forms.ts';
 
 /** The most actions, and questions, the inbox shows at once (the oldest first): the largest page a list gives. */
 const INBOX_SHOWS = PAGE_LIMIT.max;
@@ -178,20 +179,10 @@ async function inboxPage(ctx: WebContext, request: FastifyRequest, reply: Fastif
             <div class="item-head"><span class="badge badge-kind">${a.kind}</span> <h3 class="item-title">${a.summary}</h3></div>
             <p class="muted small">${agentName(a.agent_id)} · <a href="/conversations/${a.session_id}">conversation${which}</a> · ${time(a.created_at)} · <code>${a.operation_id}</code></p>
             ${detailsBlock(a.details, a)}
-            <form method="post" action="${action}" class="decide row">
-              ${csrfField(request.csrfToken)}
-              <button type="submit" name="decision" value="approve" class="btn">Approve${which}</button>
-              <button type="submit" name="decision" value="approve_same_type" class="btn btn-quiet" title="Approves this and every other pending “${a.kind}” action of ${agentName(a.agent_id)}">Approve all “${a.kind}”${sameKind > 1 && !moreActions ? ` (${sameKind})` : ''}</button>
-            </form>
-            <form method="post" action="${action}" class="reject">
-              ${csrfField(request.csrfToken)}
-              <input type="hidden" name="decision" value="reject">
-              <label for="reason-${a.operation_id}">Reason for rejecting${which} <span class="muted">(optional: the agent re-plans around it; without one the mission stops)</span></label>
-              <div class="row">
-                <input id="reason-${a.operation_id}" name="reason" type="text" maxlength="${REASON_MAX}">
-                <button type="submit" class="btn btn-danger-quiet">Reject${which}</button>
-              </div>
-            </form>
+            ${decisionForms({
+              action, hidden: csrfField(request.csrfToken), which, kind: a.kind, ofWhom: agentName(a.agent_id),
+              sameKind: sameKind > 1 && !moreActions ? ` (${sameKind})` : '', reasonId: `reason-${a.operation_id}`, settle: false,
+            })}
           </li>`;
         })}</ul>`}
       </section>
