@@ -14,6 +14,12 @@ test('splitMessage: pieces of at most 4,096 UTF-16 units, cut at a line break or
   }
   assert.ok(pieces[0]!.endsWith('\n'));
   assert.deepEqual(splitMessage(''), ['']);
+  // A break just past the limit is not a place to cut: the piece would be one longer than Telegram takes.
+  for (const at of ['\n', ' ']) {
+    const exact = `${'a'.repeat(4096)}${at}${'b'.repeat(10)}`;
+    assert.ok(splitMessage(exact).every((piece) => piece.length <= 4096), JSON.stringify(at));
+    assert.equal(splitMessage(exact).join(''), exact);
+  }
 });
 
 test('callback data: every intent fits 64 bytes and reads back as itself; data the bot never made is refused', () => {

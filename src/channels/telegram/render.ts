@@ -14,8 +14,9 @@ export function splitMessage(text: string, limit = MESSAGE_LIMIT): string[] {
   let rest = text;
   while (rest.length > limit) {
     let cut = limit;
-    const newline = rest.lastIndexOf('\n', limit);
-    const space = rest.lastIndexOf(' ', limit);
+    // Searched up to limit - 1: the cut goes after the break, so the piece keeps it and stays within the limit.
+    const newline = rest.lastIndexOf('\n', limit - 1);
+    const space = rest.lastIndexOf(' ', limit - 1);
     if (newline >= limit / 2) cut = newline + 1;
     else if (space >= limit / 2) cut = space + 1;
     const code = rest.charCodeAt(cut - 1);
