@@ -14,14 +14,15 @@ export interface OutboundDeps {
 
 /**
  * Delivers the event feed to the linked chats: each chat's events in position order, its cursor
- * moved past each once it is sent, so a crash sends at most the one event under way again and
- * loses none (the events and the cursors are in the database). Returns how many were delivered.
+ * moved past each once it is sent (or passed over: not of a Telegram session), so a crash sends
+ * at most the one event under way again and loses none (the events and the cursors are in the
+ * database). Returns how many events it went through.
  */
 export async function deliverPending(deps: OutboundDeps, limit = 100): Promise<number> {
   const batch = await deps.services.telegramRelay.eventsToDeliver(limit);
   for (const item of batch) {
     try {
-      await deliver(deps, item);
+      if (item.forTheChat) await deliver(deps, item);
     } catch (error) {
       // A chat that refuses for good (the bot blocked, the chat gone) is passed over; anything
       // else (Telegram or the network down) ends the round: every chat's events are tried again

@@ -93,7 +93,7 @@ test('/agents lists the agents with buttons; pressing one makes it the chat\'s a
   assert.equal(after.length, 2);
 });
 
-test('an API request keyed `telegram:<n>` takes nothing from the Telegram message n: both run', async () => {
+test('an API request keyed `telegram:<n>` takes nothing from the Telegram message n: both run; the person\'s conversations elsewhere are passed over, not sent', async () => {
   const owner = await t.userWithAgent();
   const chat = newChatId();
   await linkChat(t, fake, owner.id, chat);
@@ -106,4 +106,17 @@ test('an API request keyed `telegram:<n>` takes nothing from the Telegram messag
   const { update: second, reply } = await say(fake, chat, 'from Telegram');
   assert.equal(second.update_id, next);
   assert.equal(reply.text, 'You said: from Telegram');
+
+  // A conversation of the person's elsewhere is not sent to the chat, but its events are passed
+  // over: the chat's cursor comes to the newest, instead of reading them again at every look.
+  const sent = fake.botMessages(chat).length;
+  assert.equal((await t.inject({ method: 'POST', url: `${API}/messages`, headers: owner.auth, payload: { text: 'not for Telegram' } })).statusCode, 200);
+  const newest = async () => Number((await t.runtime.store.db.selectFrom('events').select((eb) => eb.fn.max('id').as('id')).where('recipient_user_id', '=', owner.id).executeTakeFirstOrThrow()).id);
+  const cursor = async () => Number((await t.runtime.store.db.selectFrom('telegram_chats').select('event_cursor').where('user_id', '=', owner.id).executeTakeFirstOrThrow()).event_cursor);
+  const target = await newest();
+  for (let tries = 0; (await cursor()) < target; tries++) {
+    assert.ok(tries < 100, 'the cursor passes over the events of sessions elsewhere');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  assert.equal(fake.botMessages(chat).length, sent);
 });

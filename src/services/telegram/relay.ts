@@ -68,7 +68,7 @@ export class TelegramRelay {
     return repo.openMessagesOf(this.store.db, itemId);
   }
 
-  closeMessagesOf(itemId: string): Promise<TelegramMessage[]> {
+  closeMessagesOf(itemId: string): Promise<void> {
     return repo.closeMessagesOf(this.store.db, itemId);
   }
 

@@ -51,9 +51,10 @@ export async function recordEvents(trx: Transaction<DB>, dialect: Dialect, event
   })), createdAt);
 }
 
-type EventRow = { id: number; type: string; session_id: string; agent_id: string; data: string; created_at: string };
+type EventRow = { id: number | string; type: string; session_id: string; agent_id: string; data: string; created_at: string };
 
-const toFeedEvent = (row: EventRow): FeedEvent => ({
+/** A row of `events` as the feed shows it. */
+export const toFeedEvent = (row: EventRow): FeedEvent => ({
   id: eventIdOf(Number(row.id)), type: row.type as FeedEventType, created_at: row.created_at,
   session_id: row.session_id, agent_id: row.agent_id, data: JSON.parse(row.data) as FeedEvent['data'],
 });

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
-import { eventIdOf, type FeedEvent, type FeedEventType } from '../../domain/feed-events.ts';
+import type { FeedEvent } from '../../domain/feed-events.ts';
+import { toFeedEvent } from './events.ts';
 import type { DB, TelegramChatsTable, TelegramMessagesTable } from '../schema.ts';
 import type { Selectable } from 'kysely';
 
@@ -112,11 +113,9 @@ export async function openMessagesOf(db: Kysely<DB>, itemId: string): Promise<Te
   return rows.map((r) => ({ ...r, message_id: Number(r.message_id) }));
 }
 
-/** Closes an item's open messages; returns those that were open (their buttons are to be removed). */
-export async function closeMessagesOf(db: Kysely<DB>, itemId: string): Promise<TelegramMessage[]> {
-  const rows = await db.updateTable('telegram_messages').set({ open: 0 })
-    .where('item_id', '=', itemId).where('open', '=', 1).returning(['chat_id', 'message_id', 'item_id', 'purpose', 'open', 'choices']).execute();
-  return rows.map((r) => ({ ...r, message_id: Number(r.message_id) }));
+/** Closes an item's open messages (their buttons were removed). */
+export async function closeMessagesOf(db: Kysely<DB>, itemId: string): Promise<void> {
+  await db.updateTable('telegram_messages').set({ open: 0 }).where('item_id', '=', itemId).where('open', '=', 1).execute();
 }
 
 // --- the events to deliver ---
@@ -125,26 +124,25 @@ export interface ChatEvent {
   chatId: string;
   position: number;
   event: FeedEvent;
+  /** Of one of the person's Telegram sessions: sent to the chat. Others are only passed over. */
+  forTheChat: boolean;
 }
 
 /**
- * The events of each linked account's Telegram sessions (channel `telegram`, whichever channel
- * a later message came through) after its chat's cursor, in position order. Each person's
- * events become visible in position order (repos/events.ts), and a chat's cursor moves over its
- * person's events only, so none is skipped. (A session's channel is written with its first
- * turn, in the transaction that makes its first event possible.)
+ * Each linked person's events after their chat's cursor, in position order, each saying whether
+ * it belongs to one of their Telegram sessions (channel `telegram`, whichever channel a later
+ * message came through). Each person's events become visible in position order
+ * (repos/events.ts), and a chat's cursor moves over its person's events only, so none is skipped;
+ * it moves over the others too, so that they are not read again. (A session's channel is written
+ * with its first turn, in the transaction that makes its first event possible.)
  */
 export async function eventsToDeliver(db: Kysely<DB>, limit: number): Promise<ChatEvent[]> {
   const rows = await db.selectFrom('telegram_chats as c')
     .innerJoin('events as e', 'e.recipient_user_id', 'c.user_id')
-    .innerJoin('sessions as s', (join) => join.onRef('s.id', '=', 'e.session_id').onRef('s.user_id', '=', 'c.user_id'))
-    .where('s.channel', '=', 'telegram')
-    .select(['c.chat_id', 'e.id', 'e.type', 'e.session_id', 'e.agent_id', 'e.data', 'e.created_at'])
+    .leftJoin('sessions as s', (join) => join.onRef('s.id', '=', 'e.session_id').onRef('s.user_id', '=', 'c.user_id'))
+    .select(['c.chat_id', 'e.id', 'e.type', 'e.session_id', 'e.agent_id', 'e.data', 'e.created_at', 's.channel'])
     .whereRef('e.id', '>', 'c.event_cursor').orderBy('e.id').limit(limit).execute();
-  return rows.map((r) => ({
-    chatId: r.chat_id, position: Number(r.id),
-    event: { id: eventIdOf(Number(r.id)), type: r.type as FeedEventType, created_at: r.created_at, session_id: r.session_id, agent_id: r.agent_id, data: JSON.parse(r.data) },
-  }));
+  return rows.map((row) => ({ chatId: row.chat_id, position: Number(row.id), event: toFeedEvent(row), forTheChat: row.channel === 'telegram' }));
 }
 
 export async function advanceCursor(db: Kysely<DB>, chatId: string, position: number): Promise<void> {
