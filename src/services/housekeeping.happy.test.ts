@@ -66,6 +66,19 @@ test('finished webhook deliveries older than EVENT_RETENTION_HOURS are deleted b
   }, { eventRetentionMs: loadConfig({ EVENT_RETENTION_HOURS: '2' }).eventRetentionMs });
 });
 
+test('handled Telegram updates are forgotten a day after they came (by the sweep\'s clock); pending ones stay', async () => {
+  await withTestApp(async (app) => {
+    const { telegramRelay, housekeeping } = app.runtime.services;
+    await telegramRelay.receive([{ update_id: 7001 }, { update_id: 7002 }]);
+    await telegramRelay.updateDone(7001);
+    const day = 24 * 3_600_000;
+    assert.equal((await housekeeping.runOnce(Date.now() + day - 60_000)).telegramUpdates, 0, 'not a day old yet');
+    assert.equal((await housekeeping.runOnce(Date.now() + day + 60_000)).telegramUpdates, 1);
+    const left = await app.runtime.store.db.selectFrom('telegram_updates').select('update_id').execute();
+    assert.deepEqual(left.map((row) => Number(row.update_id)), [7002], 'an update not handled yet is kept');
+  });
+});
+
 test('web app sessions that are over (idle too long, or past their end) are deleted by the sweep, with nobody logging in; live ones stay', async () => {
   const { webSessions, housekeeping } = t.runtime.services;
   const u = await t.user();

@@ -57,7 +57,7 @@ export class Housekeeping {
     const missions = await this.deps.missions.sweep();
     const events = await this.deps.feed.purgeExpired(now);
     const webhookDeliveries = await this.deps.webhooks.purgeFinished(now);
-    const telegramUpdates = await this.deps.telegramRelay.forgetOldUpdates();
+    const telegramUpdates = await this.deps.telegramRelay.forgetOldUpdates(now);
     return {
       idempotencyKeys: Number(keys.numDeletedRows), recentMessages: Number(recent.numDeletedRows), rateLimitRows, webSessions, loginAttempts, events,
       webhookDeliveries, telegramUpdates, ...missions,

@@ -2,13 +2,8 @@ import * as repo from '../../store/repos/telegram.ts';
 import type { ChatEvent, TelegramChat, TelegramMessage } from '../../store/repos/telegram.ts';
 import { isoNowOf } from '../../store/shared-clock.ts';
 import type { Store } from '../../store/store.ts';
+import type { WakeupListener } from '../../engine/wakeups.ts';
 import type { FeedService } from '../feed.ts';
-
-/** Woken at the next event (true), or false when the time runs out. */
-export interface EventListener {
-  next(timeoutMs: number, signal?: AbortSignal): Promise<boolean>;
-  stop(): void;
-}
 
 export type { ChatEvent, TelegramChat, TelegramMessage };
 
@@ -44,8 +39,8 @@ export class TelegramRelay {
   }
 
   /** Forgets handled updates past the time a redelivery could come (housekeeping); returns how many. */
-  forgetOldUpdates(): Promise<number> {
-    return repo.deleteUpdatesBefore(this.store.db, new Date(this.store.clock.now() - UPDATE_KEPT_MS).toISOString());
+  forgetOldUpdates(now: number): Promise<number> {
+    return repo.deleteUpdatesBefore(this.store.db, new Date(now - UPDATE_KEPT_MS).toISOString());
   }
 
   chat(chatId: string): Promise<TelegramChat | null> {
@@ -81,7 +76,7 @@ export class TelegramRelay {
   }
 
   /** Listens for everyone's events (any instance's) from now on: call before reading, as FeedService does. */
-  listenForEvents(): EventListener {
+  listenForEvents(): WakeupListener {
     return this.feed.listenToEveryone();
   }
 
