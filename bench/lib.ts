@@ -5,7 +5,7 @@ import { connect, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import pg from 'pg';
-import { API_PREFIX } from '../src/channels/api/prefix.ts';
+import { API_PREFIX } from '../src/channels/api-prefix.ts';
 
 /** The PostgreSQL the benchmarks use (BENCH_PG_URL), each run in a schema of its own. */
 export const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';

@@ -87,7 +87,7 @@ const DETAILS: Partial<Record<ProblemCode, string>> = {
 const USUAL_CODE: Partial<Record<number, ProblemCode>> = { 403: 'forbidden', 404: 'not_found', 422: 'validation_failed', 429: 'rate_limited' };
 
 /** The code a problem response's description names first, or the usual code of that status. */
-export function problemCodeFor(status: number, description: string): ProblemCode | undefined {
+function problemCodeFor(status: number, description: string): ProblemCode | undefined {
   const ofStatus = (Object.keys(PROBLEMS) as ProblemCode[]).filter((code) => PROBLEMS[code].status === status);
   const named = ofStatus
     .map((code) => ({ code, at: description.search(new RegExp(`\\b${code}\\b`)) }))

@@ -15,7 +15,7 @@ import { answerQuestionsRoute } from './routes/questions.answer.ts';
 import { listEventsRoute } from './routes/events.list.ts';
 import { cancelSessionRoute } from './routes/sessions.cancel.ts';
 
-export { API_PREFIX } from './prefix.ts';
+export { API_PREFIX } from '../api-prefix.ts';
 
 /** The API channel: bearer-key auth and rate limit around one file per route. */
 export function apiChannel(services: ApiServices, rateLimiter: RateLimiter) {

@@ -7,7 +7,7 @@ import { agentsKeyboard, parseCallbackData } from './render.ts';
 import type { Typing } from './typing.ts';
 import { channelIdempotencyKey } from '../../domain/idempotency-keys.ts';
 
-export const HELP_TEXT = [
+const HELP_TEXT = [
   'Talk to your agent: every message you send here goes to it, and its replies, actions and questions come back here.',
   '',
   '/agents – list your agents and choose the one to talk to',

@@ -32,11 +32,6 @@ export class TelegramChannel {
     this.webhookSecret = Buffer.from(deps.settings.webhookSecret ?? derivedSecret(deps.settings.botToken));
   }
 
-  /** Whether this instance polls and delivers now (tests, metrics). */
-  get leading(): boolean {
-    return this.leader !== null;
-  }
-
   start(): void {
     this.leaseLoop = this.holdLease();
     void this.learnBotName();
@@ -120,13 +115,12 @@ function sameSecret(given: Buffer, expected: Buffer): boolean {
 }
 
 /** The channel as a Fastify plugin: the webhook route, started when the app is ready, stopped as it closes. */
-export function telegramChannel(deps: TelegramChannelDeps, onStarted: (channel: TelegramChannel) => void = () => {}) {
+export function telegramChannel(deps: TelegramChannelDeps) {
   return async function register(scope: FastifyInstance): Promise<void> {
     const channel = new TelegramChannel(deps);
     channel.routes(scope);
     scope.addHook('onReady', async () => {
       channel.start();
-      onStarted(channel);
     });
     scope.addHook('onClose', async () => channel.stop());
   };

@@ -9,7 +9,6 @@ const RUN: Record<(typeof USER_COMMANDS)[number], (invocation: Invocation) => Pr
   send, chat, transcript, actions, questions, cancel, events,
 };
 
-export { isUserCommand };
 
 /**
  * Runs one user command (`send "hi" --json`…) against the server at AGENT_CHANNEL_URL with the

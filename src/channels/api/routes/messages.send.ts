@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { checkMessageText, Problem } from '../../../domain/problems.ts';
 import { SendMessageSchema, SendResultSchema } from '../../../services/conversations/schemas.ts';
 import type { ApiApp, ApiContext } from '../context.ts';
-import { API_PREFIX } from '../prefix.ts';
+import { API_PREFIX } from '../../api-prefix.ts';
 import { callerOf } from '../../key-auth.ts';
 import { BODY_PROBLEMS, COMMON_PROBLEMS, problemResponse } from '../schemas.ts';
 import type { RouteResponseHeaders } from '../openapi.ts';

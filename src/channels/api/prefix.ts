@@ -1,1 +1,0 @@
-export { API_PREFIX } from '../api-prefix.ts';
