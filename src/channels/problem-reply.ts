@@ -1,7 +1,7 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { Problem } from '../domain/problems.ts';
-import { isStoreUnavailable } from '../store/unavailable.ts';
+import { isStoreUnavailable, storeOutageFields } from '../store/unavailable.ts';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
@@ -46,6 +46,20 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, proble
  */
 export function storeOutageProblem(error: unknown): Problem | null {
   return isStoreUnavailable(error) ? new Problem('service_unavailable', 'The database cannot be reached just now; send the request again in a moment.') : null;
+}
+
+/** What an error no rule maps becomes, on the API and in MCP alike: a 500 that names no cause. */
+export const internalError = (): Problem =>
+  new Problem('internal_error', 'Something went wrong on our side. The request id identifies it in our logs.');
+
+/**
+ * The log line of a failure once it is mapped to `problem`: a 500 of ours with its error, a
+ * database outage briefly (the same line for every request while it lasts), the client's doing
+ * not at all (the access log has it).
+ */
+export function logFailure(log: FastifyBaseLogger, error: unknown, problem: Problem, message: string): void {
+  if (problem.code === 'internal_error') log.error({ err: error }, message);
+  else if (isStoreUnavailable(error)) log.warn(storeOutageFields(error), 'database unavailable');
 }
 
 /** The one 401 every cause shares (missing, malformed, unknown, revoked, expired, inactive). */

@@ -2,8 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { CallToolResult, McpServer, ServerContext, StandardSchemaWithJSON, ToolAnnotations } from '@modelcontextprotocol/server';
 import type { z } from 'zod';
 import { findUnstorableText, parseOrThrow, Problem, unstorableTextProblem } from '../../domain/problems.ts';
-import { storeOutageFields } from '../../store/unavailable.ts';
-import { problemBody, ProblemSchema, storeOutageProblem } from '../problem-reply.ts';
+import { internalError, logFailure, problemBody, ProblemSchema, storeOutageProblem } from '../problem-reply.ts';
 
 /** Who calls a tool, in which HTTP request: what every tool's work is given. */
 export interface ToolCall {
@@ -117,14 +116,9 @@ function resultOf(value: unknown, isError: boolean): CallToolResult {
 
 /** A failure as the API would answer it: a Problem as it is, an outage as 503, anything else a logged 500 naming no cause. */
 function problemOf(error: unknown, call: ToolCall): Problem {
-  if (error instanceof Problem) return error;
-  const outage = storeOutageProblem(error);
-  if (outage) {
-    call.log.warn(storeOutageFields(error), 'database unavailable');
-    return outage;
-  }
-  call.log.error({ err: error }, 'unhandled error in an MCP tool');
-  return new Problem('internal_error', 'Something went wrong on our side; the request_id finds it in the server\'s log.');
+  const problem = error instanceof Problem ? error : storeOutageProblem(error) ?? internalError();
+  logFailure(call.log, error, problem, 'unhandled error in an MCP tool');
+  return problem;
 }
 
 /** Registers `tool` on `server`: every problem (a bad argument included) is an `isError` result whose structured content is the problem body. */

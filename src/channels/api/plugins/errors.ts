@@ -3,9 +3,8 @@ import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { Problem } from '../../../domain/problems.ts';
-import { isStoreUnavailable, storeOutageFields } from '../../../store/unavailable.ts';
 import { bodyNotJson, bodyTooLarge } from '../../json-body.ts';
-import { PROBLEM_CONTENT_TYPE, problemBody, sendProblem, storeOutageProblem } from '../../problem-reply.ts';
+import { internalError, logFailure, PROBLEM_CONTENT_TYPE, problemBody, sendProblem, storeOutageProblem } from '../../problem-reply.ts';
 import { rateLimitHeaderLines } from '../../key-auth.ts';
 
 /** Turns every error into a contract problem; anything unexpected is a logged 500 with no detail. */
@@ -13,12 +12,7 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     // The route is judged first: a bad body sent to no route is still a 404, not a 400/413/415.
     const mapped = request.is404 ? noRoute(request) : toProblem(error);
-    if (mapped.status >= 500 && mapped.code === 'internal_error') {
-      request.log.error({ err: error }, 'unhandled error');
-    } else if (isStoreUnavailable(error)) {
-      // Brief, and said once per request already by the access log: no stack for each of them.
-      request.log.warn(storeOutageFields(error), 'database unavailable');
-    }
+    logFailure(request.log, error, mapped, 'unhandled error');
     return sendProblem(request, reply, mapped);
   });
 
@@ -107,5 +101,5 @@ export function toProblem(error: FastifyError | Error): Problem {
   if (fastifyError.statusCode !== undefined && fastifyError.statusCode >= 400 && fastifyError.statusCode < 500) {
     return new Problem('malformed_request', 'The request could not be served as sent.');
   }
-  return new Problem('internal_error', 'Something went wrong on our side. The request id identifies it in our logs.');
+  return internalError();
 }
