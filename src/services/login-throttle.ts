@@ -1,10 +1,11 @@
 import { createHmac } from 'node:crypto';
-import { sql, type Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import ipaddr from 'ipaddr.js';
 import { randomBase62 } from '../domain/ids.ts';
 import { instanceSecret } from '../store/repos/instance-secrets.ts';
 import type { DB } from '../store/schema.ts';
 import type { Store } from '../store/store.ts';
+import { lockKeysAhead } from '../store/postgres-dialect.ts';
 
 /**
  * The web app's log-in and sign-up throttle, counted in the store, so that every instance of one
@@ -164,8 +165,7 @@ export class LoginThrottle {
  * two never wait on each other. SQLite runs one write transaction at a time anyway.
  */
 async function lockKeys(trx: Transaction<DB>, dialect: Store['dialect'], keys: string[]): Promise<void> {
-  if (dialect !== 'postgres') return;
-  for (const key of [...keys].sort()) await sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`.execute(trx);
+  if (dialect === 'postgres') await lockKeysAhead(trx, keys);
 }
 
 /** Seconds until this budget has room again (0: it has room now). */

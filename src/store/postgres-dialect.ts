@@ -210,6 +210,14 @@ export async function sendAhead(trx: Transaction<any>, statement: CompiledQuery)
 }
 
 /**
+ * Transaction-scoped advisory locks on `keys` (released at its end), taken in one sorted order so
+ * that two transactions never wait on each other crosswise, sent ahead of the next statement.
+ */
+export async function lockKeysAhead(trx: Transaction<any>, keys: readonly string[]): Promise<void> {
+  for (const key of [...keys].sort()) await sendAhead(trx, sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`.compile(trx));
+}
+
+/**
  * Kysely's PostgreSQL driver: BEGIN sent ahead of the transaction's first statement, and the
  * commit carrying the notifications staged by notifyAtCommit.
  */

@@ -1,8 +1,8 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { eventIdOf, type FeedEvent, type FeedEventType, type NewFeedEvent } from '../../domain/feed-events.ts';
 import type { DB } from '../schema.ts';
 import type { Dialect } from '../dialect.ts';
-import { sendAhead } from '../postgres-dialect.ts';
+import { lockKeysAhead, sendAhead } from '../postgres-dialect.ts';
 import { fanOutDeliveries, subscribedEndpointsOf } from './webhooks.ts';
 
 /**
@@ -33,9 +33,7 @@ export async function recordEvents(trx: Transaction<DB>, dialect: Dialect, event
     // Sent ahead, and with no webhook to feed the insert too: the locks, the insert and the
     // commit go out together, so a person's feed is held while PostgreSQL runs them, not across
     // round trips.
-    for (const recipient of recipients) {
-      await sendAhead(trx, sql`select pg_advisory_xact_lock(hashtextextended(${`agent-channel feed ${recipient}`}, 0))`.compile(trx));
-    }
+    await lockKeysAhead(trx, recipients.map((recipient) => `agent-channel feed ${recipient}`));
     if (endpoints.length === 0) {
       await sendAhead(trx, insert.compile());
       return 0;
