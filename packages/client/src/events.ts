@@ -21,7 +21,7 @@ const MAX_RECONNECT_DELAY_MS = 15_000;
  * Reads `GET /events` as SSE and reconnects whenever the stream ends or is cut, sending the
  * last id seen as `Last-Event-ID`: the server resumes after it, so nothing is lost or repeated.
  * A problem answer (401, 404, 410, 422…) ends the loop with an ApiError; 429 and 503 are waited
- * out by the fetch underneath.
+ * out by the fetch underneath, and any other 5xx is reconnected after a pause.
  */
 export async function* followEvents(
   connection: { fetch: FetchFunction; url: string; apiKey: string }, options: EventsOptions,
@@ -51,7 +51,9 @@ export async function* followEvents(
           yield JSON.parse(message.data) as FeedEvent;
         }
       } catch (error) {
-        if (signal.aborted || error instanceof ApiError) throw error;
+        // A problem is the server's answer; a 5xx the fetch does not wait out (a proxy's 502 while
+        // the server restarts) is passing, as a cut connection is.
+        if (signal.aborted || (error instanceof ApiError && error.status < 500)) throw error;
         cause = error;
       }
       options.onReconnect?.(cause);

@@ -106,3 +106,23 @@ test('a send whose answer was lost is retried with its Idempotency-Key: one turn
   proxy.failNext('POST', /\/actions\/decisions$/, 'drop-after-forward');
   await assert.rejects(client.actions.approve((drafted.awaiting[0] as { operation_id: string }).operation_id), TypeError);
 });
+
+test('an event stream answered 502 (a gateway while the server restarts) reconnects and goes on from where it was', async () => {
+  const { user } = await served.account(1);
+  const proxy = await viaProxy();
+  const client = new AgentChannel({ baseUrl: proxy.url, apiKey: user.key });
+  const before = await client.send('before the stream');
+  const { events } = await client.eventsPage({ sessionId: before.session_id });
+  const after = events.at(-1)!.id;
+  proxy.failNext('GET', /\/events$/, { status: 502, headers: { 'content-type': 'text/html' }, body: '<h1>Bad gateway</h1>' });
+  const causes: unknown[] = [];
+  const signal = AbortSignal.timeout(20_000);
+  const stream = client.events({ after, signal, onReconnect: (cause) => causes.push(cause) });
+  const next = stream.next();
+  await client.send('while it reconnects', { sessionId: before.session_id });
+  const event = (await next).value!;
+  assert.equal(event.type, 'turn.completed');
+  assert.equal((event.data as { text: string }).text, 'You said: while it reconnects');
+  assert.equal((causes[0] as ApiError).status, 502);
+  await stream.return(undefined);
+});
