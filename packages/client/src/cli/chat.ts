@@ -1,7 +1,7 @@
 import * as prompts from '@clack/prompts';
 import yoctoSpinner from 'yocto-spinner';
 import { ApiError, type AgentChannel } from '../index.ts';
-import type { AwaitingItem, Transcript } from '../types.ts';
+import type { AwaitingItem, DecisionResult, Transcript } from '../types.ts';
 import type { Invocation } from './commands.ts';
 import { EXIT, UsageError } from './output.ts';
 
@@ -90,8 +90,9 @@ async function settle(client: AgentChannel, item: AwaitingItem): Promise<'settle
     });
     if (prompts.isCancel(choice)) return 'quit';
     if (choice === 'later') return 'later';
-    if (choice === 'approve') await client.actions.approve(item.operation_id, { strict: true });
-    else if (choice === 'approve-all') await client.actions.approveSameType(item.operation_id, { strict: true });
+    let results: DecisionResult[];
+    if (choice === 'approve') results = await client.actions.approve(item.operation_id);
+    else if (choice === 'approve-all') results = await client.actions.approveSameType(item.operation_id);
     else {
       let reason: string | undefined;
       if (choice === 'reject-reason') {
@@ -99,7 +100,14 @@ async function settle(client: AgentChannel, item: AwaitingItem): Promise<'settle
         if (prompts.isCancel(given)) return 'quit';
         reason = given;
       }
-      await client.actions.reject(item.operation_id, reason, { strict: true });
+      results = await client.actions.reject(item.operation_id, reason);
+    }
+    // Settled meanwhile elsewhere (the web app, Telegram, another terminal): said, and the chat goes on.
+    for (const result of results) {
+      if (!result.ok) {
+        prompts.log.warn(`${result.error.code}: ${result.error.message}`);
+        return 'later';
+      }
     }
     return 'settled';
   }
