@@ -28,7 +28,7 @@ export function channelsRoutes(app: FastifyInstance, ctx: WebContext): void {
 }
 
 async function channelsPage(ctx: WebContext, request: FastifyRequest, reply: FastifyReply, session: WebSession, state: { code: LinkCode | null; unlinked: boolean }) {
-  const chats = await ctx.services.telegramLinks.linkedChats(session.userId);
+  const chats = ctx.config.telegram ? await ctx.services.telegramLinks.linkedChats(session.userId) : [];
   const bot = ctx.services.telegramLinks.botUsername;
   const { code } = state;
   const deepLink = code && bot ? `https://t.me/${bot}?start=${code.code}` : null;

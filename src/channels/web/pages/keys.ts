@@ -213,7 +213,7 @@ export const REVOKED_KEYS_SHOWN = 20;
 async function keysPage(ctx: WebContext, limits: KeyLimits, request: FastifyRequest, reply: FastifyReply, session: WebSession, state: {
   newKey: { keyId: string; token: unknown } | null; form: KeyForm; errors: FieldErrors; status?: number; revoked?: string | undefined;
 }) {
-  const [keys, agents] = await Promise.all([ctx.services.keys.list(session.userId), ctx.services.agents.listForUser(session.userId)]);
+  const keys = await ctx.services.keys.list(session.userId);
   const revoked = state.revoked ? keys.find((k) => k.key_id === state.revoked) : undefined;
   let created: { token: string; key: KeyView } | null = null;
   let lost: KeyView | null = null;
@@ -222,6 +222,8 @@ async function keysPage(ctx: WebContext, limits: KeyLimits, request: FastifyRequ
   if (key && typeof token === 'string' && parseBearer(`Bearer ${token}`)?.keyId === key.key_id) created = { token, key };
   // Ran out, or tampered with: say so rather than nothing.
   else if (key && key.status !== 'revoked' && ctx.clock.now() - Date.parse(key.created_at) < 15 * 60_000) lost = key;
+  // The agents only for the new key's curl lines.
+  const agents = created ? await ctx.services.agents.listForUser(session.userId) : [];
   const { labelMax, rateMin, daysMin, daysMax } = limits;
   const { config } = ctx;
   // Revoked keys only pile up: the page shows the most recently revoked few, so that it stays the
