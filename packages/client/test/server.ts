@@ -1,8 +1,7 @@
-import type { AddressInfo } from 'node:net';
 import { after, before } from 'node:test';
 import { AgentChannel, type AgentChannelOptions } from '../src/index.ts';
 import type { Config } from '../../../src/config.ts';
-import { startTestApp, type TestApp, type TestUser } from '../../../src/testing/harness.ts';
+import { listeningUrl, startTestApp, type TestApp, type TestUser } from '../../../src/testing/harness.ts';
 
 /** A real app listening on a loopback port, over a fresh database of the pass (SQLite or PostgreSQL). */
 export interface ListeningApp {
@@ -23,8 +22,7 @@ export function listeningApp(overrides: Partial<Config> = {}): ListeningApp {
   const served = {} as ListeningApp;
   before(async () => {
     served.t = await startTestApp(overrides);
-    await served.t.app.listen({ port: 0, host: '127.0.0.1' });
-    served.url = `http://127.0.0.1:${(served.t.app.server.address() as AddressInfo).port}`;
+    served.url = await listeningUrl(served.t);
     served.account = async (agents = 1, options = {}) => {
       const user = await served.t.user({ plan: 'pro', ...(options.rateLimit ? { rateLimit: options.rateLimit } : {}) });
       const agentIds: string[] = [];

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
-import { startTestApp, type TestApp } from '../../../testing/harness.ts';
+import { listeningUrl, startTestApp, type TestApp } from '../../../testing/harness.ts';
 import { WebClient } from '../../../testing/web-client.ts';
 
 const run = promisify(execFile);
@@ -12,8 +12,7 @@ let port: number;
 before(async () => {
   // Behind a proxy on this machine: X-Forwarded-* is believed from loopback only.
   t = await startTestApp({ trustProxy: ['loopback'] });
-  await t.app.listen({ port: 0, host: '127.0.0.1' });
-  port = (t.app.server.address() as { port: number }).port;
+  port = Number(new URL(await listeningUrl(t)).port);
 });
 after(async () => { await t.close(); });
 
